@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Installs the Debian 12 packages that rdmacm-mux needs to build, test, run
+# the demo and the benchmark. Idempotent: packages already present are left
+# alone, and apt is not touched at all when nothing is missing.
+set -euo pipefail
+
+packages=(
+	# build
+	meson ninja-build pkg-config gcc clang libc6-dev
+	libibumad-dev libglib2.0-dev libsystemd-dev
+	# fuzzers and sanitizers (libFuzzer and the ASan/UBSan runtimes)
+	libclang-rt-14-dev
+	# tests: socket activation, unit linting, leak checks
+	systemd valgrind
+	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools
+	qemu-system-x86 busybox-static cpio kmod iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+	[[ $status == ii* ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+	echo "setup: all ${#packages[@]} packages present"
+	exit 0
+fi
+
+if ((EUID != 0)); then
+	echo "setup: missing packages: ${missing[*]}" >&2
+	echo "setup: run this script as root to install them" >&2
+	exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
