@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* Owns one client connection's bytes: input framing, the two output
+ * queues, writing them out, and the peer's credentials. */
+#include "client.h"
+
+#include <fcntl.h>
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+
+#include "util.h"
+
+#define FRAME_SIZE sizeof(struct rdmacm_mux_msg)
+/* Queues give memory back once they drain below this many slots. */
+#define QUEUE_KEEP_SLOTS 8u
+#define WRITEV_MAX 32
+
+static void read_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	_cleanup_fd_ int fd = -1;
+	ssize_t n;
+
+	snprintf(buf, len, "?");
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+Client *client_new(uint32_t id, int fd, uint32_t max_queued, uint32_t max_pending)
+{
+	Client *c = g_new0(Client, 1);
+	socklen_t len = sizeof(c->cred);
+
+	c->id = id;
+	c->fd = fd;
+	c->mad.max = max_queued;
+	c->resp.max = max_pending;
+	c->connected_usec = now_usec();
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0)
+		c->cred = (struct ucred){ .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+	read_comm(c->cred.pid, c->comm, sizeof(c->comm));
+	return c;
+}
+
+static void queue_release(FrameQueue *q)
+{
+	free(q->frames);
+	q->frames = NULL;
+	q->cap = q->head = q->len = 0;
+}
+
+void client_free(Client *c)
+{
+	if (!c)
+		return;
+	sd_event_source_disable_unref(c->io);
+	if (c->fd >= 0)
+		close(c->fd);
+	queue_release(&c->resp);
+	queue_release(&c->mad);
+	g_free(c->gids);
+	g_free(c);
+}
+
+/* ---- input ---- */
+
+int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
+{
+	if (c->in_len - c->in_off < FRAME_SIZE) {
+		ssize_t n;
+
+		/* Move the partial frame to the front and refill. */
+		if (c->in_off > 0) {
+			memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+			c->in_len -= c->in_off;
+			c->in_off = 0;
+		}
+		n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, MSG_DONTWAIT);
+		if (n < 0)
+			return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+		if (n == 0)
+			return -EPIPE;
+		c->in_len += (size_t)n;
+		if (c->in_len < FRAME_SIZE)
+			return 0;
+	}
+	memcpy(out, c->in + c->in_off, FRAME_SIZE);
+	c->in_off += FRAME_SIZE;
+	if (c->in_off == c->in_len)
+		c->in_off = c->in_len = 0;
+	return 1;
+}
+
+bool client_has_partial_input(const Client *c)
+{
+	return c->in_len > c->in_off;
+}
+
+/* ---- output queues ---- */
+
+static struct rdmacm_mux_msg *queue_at(FrameQueue *q, uint32_t i)
+{
+	return &q->frames[(q->head + i) & (q->cap - 1)];
+}
+
+static int queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_exceed)
+{
+	if (q->len >= q->max && !may_exceed)
+		return -ENOBUFS;
+	if (q->len == q->cap) {
+		uint32_t cap = q->cap ? q->cap * 2 : 4;
+		struct rdmacm_mux_msg *f = malloc((size_t)cap * FRAME_SIZE);
+
+		if (!f)
+			return -ENOMEM;
+		/* Linearise the ring into the new array. */
+		for (uint32_t i = 0; i < q->len; i++)
+			memcpy(&f[i], queue_at(q, i), FRAME_SIZE);
+		free(q->frames);
+		q->frames = f;
+		q->cap = cap;
+		q->head = 0;
+	}
+	memcpy(&q->frames[(q->head + q->len) & (q->cap - 1)], m, FRAME_SIZE);
+	q->len++;
+	return 0;
+}
+
+static void queue_pop(FrameQueue *q)
+{
+	q->head = (q->head + 1) & (q->cap - 1);
+	if (--q->len == 0) {
+		q->head = 0;
+		if (q->cap > QUEUE_KEEP_SLOTS)
+			queue_release(q);
+	}
+}
+
+int client_queue_response(Client *c, const struct rdmacm_mux_msg *m)
+{
+	return queue_push(&c->resp, m, true);
+}
+
+int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m)
+{
+	return queue_push(&c->mad, m, false);
+}
+
+bool client_responses_full(const Client *c)
+{
+	return c->resp.len >= c->resp.max;
+}
+
+uint32_t client_queued(const Client *c)
+{
+	return c->resp.len + c->mad.len;
+}
+
+/*
+ * Write order: the frame that is partly written (it must finish first),
+ * then all responses, then inbound MADs.
+ */
+int client_flush(Client *c)
+{
+	while (c->resp.len + c->mad.len > 0) {
+		struct iovec iov[WRITEV_MAX];
+		FrameQueue *order[2] = { &c->resp, &c->mad };
+		FrameQueue *partial = c->out_src == 1 ? &c->resp : c->out_src == 2 ? &c->mad : NULL;
+		int n = 0;
+		ssize_t w;
+
+		if (partial) {
+			iov[n++] = (struct iovec){ (uint8_t *)queue_at(partial, 0) + c->out_off,
+						   FRAME_SIZE - c->out_off };
+		}
+		for (int q = 0; q < 2 && n < WRITEV_MAX; q++)
+			for (uint32_t i = order[q] == partial ? 1 : 0;
+			     i < order[q]->len && n < WRITEV_MAX; i++)
+				iov[n++] = (struct iovec){ queue_at(order[q], i), FRAME_SIZE };
+
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		w = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? -EAGAIN : -errno;
+		}
+
+		/* Retire what was written, in the same order. */
+		size_t left = (size_t)w;
+		if (partial) {
+			size_t rest = FRAME_SIZE - c->out_off;
+			if (left < rest) {
+				c->out_off += left;
+				return -EAGAIN;
+			}
+			left -= rest;
+			queue_pop(partial);
+			c->out_src = 0;
+			c->out_off = 0;
+		}
+		for (int q = 0; q < 2 && left > 0; q++) {
+			while (order[q]->len > 0 && left > 0) {
+				if (left < FRAME_SIZE) {
+					c->out_src = q + 1;
+					c->out_off = left;
+					return -EAGAIN;
+				}
+				left -= FRAME_SIZE;
+				queue_pop(order[q]);
+			}
+		}
+	}
+	return 0;
+}
+
+int client_update_events(Client *c)
+{
+	uint32_t events = 0;
+
+	if (!c->io)
+		return 0;
+	if (!c->reading_paused)
+		events |= EPOLLIN;
+	if (client_queued(c) > 0)
+		events |= EPOLLOUT;
+	return sd_event_source_set_io_events(c->io, events);
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client connection: framing, the output queues, and credentials.
+ *
+ * The socket carries fixed-size frames with no length prefix, so input is
+ * accumulated until whole frames are there. Output goes through two
+ * bounded queues: responses first, then inbound MADs. A response may
+ * overtake inbound MADs that are still queued (never a frame half
+ * written), which is what QEMU needs: it reads the response with one
+ * blocking read right after its request. Responses are never dropped; when
+ * too many are pending the relay stops reading that client instead.
+ * Inbound MADs are dropped (and counted) when their queue is full, so a
+ * client that stops reading never holds anybody else up.
+ */
+#ifndef RDMACM_MUX_CLIENT_H
+#define RDMACM_MUX_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <systemd/sd-event.h>
+
+#include "rdmacm-mux-proto.h"
+#include "session-table.h"
+
+#define CLIENT_INPUT_FRAMES 16
+
+typedef struct FrameQueue {
+	struct rdmacm_mux_msg *frames;
+	uint32_t cap;  /* allocated slots, grows on demand */
+	uint32_t head; /* index of the oldest frame */
+	uint32_t len;
+	uint32_t max; /* quota */
+} FrameQueue;
+
+/* One GID a client registered, with its cached GID-table index. */
+typedef struct ClientGid {
+	uint8_t gid[16];
+	int gid_index;		 /* -1: not in the port's table (yet) */
+	unsigned table_generation;
+} ClientGid;
+
+typedef struct Client {
+	uint32_t id; /* unique among live clients; reuse is delayed 2^32 ids */
+	void *owner; /* the relay serving this client */
+	int fd;
+	sd_event_source *io;
+	struct ucred cred;
+	char comm[32];
+	uint64_t connected_usec;
+
+	uint8_t in[CLIENT_INPUT_FRAMES * sizeof(struct rdmacm_mux_msg)];
+	size_t in_len;
+	size_t in_off;
+
+	FrameQueue resp;
+	FrameQueue mad;
+	int out_src;	/* queue whose head is partly written: 0, 1 resp, 2 mad */
+	size_t out_off; /* bytes of that frame already written */
+
+	/* protocol state, owned by the relay */
+	ClientGid *gids;
+	uint32_t n_gids;
+	SessionList sessions;
+	uint64_t caps;
+	bool hello_done;
+	bool c1_logged;
+	bool reading_paused;
+	unsigned bad_frames; /* consecutive */
+	struct rdmacm_mux_client_stats stats;
+} Client;
+
+/* Allocate a client for @fd (taken over); reads SO_PEERCRED. */
+Client *client_new(uint32_t id, int fd, uint32_t max_queued, uint32_t max_pending);
+/* Close the fd, drop its event source, free everything. NULL-safe. */
+void client_free(Client *c);
+
+/**
+ * client_read_frame() - the next whole frame from the socket.
+ * Return: 1 with @out filled; 0 when no whole frame is available now;
+ * -EPIPE at end of stream (in_len tells whether a frame was cut short);
+ * another negative errno on a socket error.
+ */
+int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
+/* True when part of a frame is buffered (a cut-off frame at EOF). */
+bool client_has_partial_input(const Client *c);
+
+/* Queue a response (never fails for want of space; grows to its quota,
+ * which the relay enforces by pausing input). Return: 0 or -ENOMEM. */
+int client_queue_response(Client *c, const struct rdmacm_mux_msg *m);
+/* Queue an inbound MAD. Return: 0, or -ENOBUFS when the queue is full. */
+int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m);
+bool client_responses_full(const Client *c);
+
+/**
+ * client_flush() - write queued frames without blocking.
+ * Return: 0 when everything was written, -EAGAIN when frames remain,
+ * another negative errno when the peer is gone.
+ */
+int client_flush(Client *c);
+uint32_t client_queued(const Client *c);
+
+/* Set the event mask from the state: EPOLLIN unless paused, EPOLLOUT
+ * while frames wait. */
+int client_update_events(Client *c);
+
+#endif /* RDMACM_MUX_CLIENT_H */

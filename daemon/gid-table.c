@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* Owns reading a port's GID table from sysfs and looking GIDs up in it. */
+#include "gid-table.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+typedef struct GidEntry {
+	uint8_t raw[16];
+} GidEntry;
+
+struct GidTable {
+	char *dir; /* .../ports/N */
+	unsigned size;
+	GidEntry *gids;
+	uint8_t *types;
+	GHashTable *by_gid; /* 16-byte key (points into gids) -> index + 1 */
+	uint64_t last_reload;
+	unsigned generation;
+};
+
+static guint gid_hash(gconstpointer p)
+{
+	const uint8_t *g = p;
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < 16; i++)
+		h = (h ^ g[i]) * 16777619u;
+	return h;
+}
+
+static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
+{
+	return memcmp(a, b, 16) == 0;
+}
+
+/* Read a small sysfs file into @buf, without the trailing newline. */
+static int read_small_file(const char *path, char *buf, size_t len)
+{
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+static GidType parse_type(const char *s)
+{
+	if (strcmp(s, "RoCE v2") == 0)
+		return GID_TYPE_ROCE_V2;
+	if (strcmp(s, "IB/RoCE v1") == 0)
+		return GID_TYPE_IB_ROCE_V1;
+	return GID_TYPE_UNKNOWN;
+}
+
+int gid_table_reload(GidTable *t)
+{
+	g_autofree char *gids_dir = g_strdup_printf("%s/gids", t->dir);
+	g_autoptr(GHashTable) by_gid = NULL;
+	g_autofree GidEntry *gids = NULL;
+	g_autofree uint8_t *types = NULL;
+	unsigned size = 0;
+	DIR *d;
+	struct dirent *de;
+
+	t->last_reload = now_usec();
+	d = opendir(gids_dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long k = strtoul(de->d_name, &end, 10);
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && *end == '\0' &&
+		    k < 65536 && k + 1 > size)
+			size = (unsigned)k + 1;
+	}
+	closedir(d);
+
+	gids = g_new0(GidEntry, size ? size : 1);
+	types = g_new0(uint8_t, size ? size : 1);
+	by_gid = g_hash_table_new(gid_hash, gid_key_equal);
+	for (unsigned k = 0; k < size; k++) {
+		char path[4096], text[128];
+
+		snprintf(path, sizeof(path), "%s/%u", gids_dir, k);
+		if (read_small_file(path, text, sizeof(text)) < 0 ||
+		    gid_from_string(text, gids[k].raw) < 0 || gid_is_zero(gids[k].raw)) {
+			memset(gids[k].raw, 0, 16);
+			continue;
+		}
+		/* An entry whose type cannot be read is not usable (the
+		 * kernel answers EINVAL for entries being torn down). */
+		snprintf(path, sizeof(path), "%s/gid_attrs/types/%u", t->dir, k);
+		types[k] = read_small_file(path, text, sizeof(text)) == 0
+				   ? (uint8_t)parse_type(text)
+				   : GID_TYPE_UNKNOWN;
+	}
+	for (unsigned k = 0; k < size; k++) {
+		gpointer old;
+
+		if (gid_is_zero(gids[k].raw))
+			continue;
+		old = g_hash_table_lookup(by_gid, gids[k].raw);
+		/* First entry wins, except that RoCE v2 beats v1. */
+		if (!old || (types[k] == GID_TYPE_ROCE_V2 &&
+			     types[GPOINTER_TO_UINT(old) - 1] != GID_TYPE_ROCE_V2))
+			g_hash_table_insert(by_gid, gids[k].raw, GUINT_TO_POINTER(k + 1));
+	}
+
+	if (size != t->size || memcmp(gids, t->gids, (size_t)size * 16) != 0)
+		t->generation++;
+	g_free(t->gids);
+	g_free(t->types);
+	if (t->by_gid)
+		g_hash_table_unref(t->by_gid);
+	t->gids = g_steal_pointer(&gids);
+	t->types = g_steal_pointer(&types);
+	t->by_gid = g_steal_pointer(&by_gid);
+	t->size = size;
+	return 0;
+}
+
+int gid_table_open(const char *dev, int port, GidTable **ret)
+{
+	const char *root = getenv("SYSFS_PATH");
+	g_autoptr(GidTable) t = g_new0(GidTable, 1);
+	int r;
+
+	t->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d",
+				 root && *root ? root : "/sys", dev, port);
+	r = gid_table_reload(t);
+	if (r < 0)
+		return r;
+	*ret = g_steal_pointer(&t);
+	return 0;
+}
+
+void gid_table_free(GidTable *t)
+{
+	if (!t)
+		return;
+	if (t->by_gid)
+		g_hash_table_unref(t->by_gid);
+	g_free(t->gids);
+	g_free(t->types);
+	g_free(t->dir);
+	g_free(t);
+}
+
+static bool may_reload(const GidTable *t)
+{
+	return now_usec() - t->last_reload >= GID_TABLE_RELOAD_MIN_USEC;
+}
+
+int gid_table_find(GidTable *t, const uint8_t gid[16])
+{
+	gpointer v = g_hash_table_lookup(t->by_gid, gid);
+
+	if (!v && may_reload(t) && gid_table_reload(t) == 0)
+		v = g_hash_table_lookup(t->by_gid, gid);
+	return v ? (int)GPOINTER_TO_UINT(v) - 1 : -ENOENT;
+}
+
+const uint8_t *gid_table_get(GidTable *t, unsigned index)
+{
+	if ((index >= t->size || gid_is_zero(t->gids[index].raw)) && may_reload(t))
+		(void)gid_table_reload(t);
+	if (index >= t->size || gid_is_zero(t->gids[index].raw))
+		return NULL;
+	return t->gids[index].raw;
+}
+
+unsigned gid_table_size(const GidTable *t)
+{
+	return t->size;
+}
+
+unsigned gid_table_generation(const GidTable *t)
+{
+	return t->generation;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The port's GID table, read from sysfs.
+ *
+ * libibumad does not expose GID tables, so we read
+ * $SYSFS_PATH/class/infiniband/DEV/ports/N/gids/K (and gid_attrs/types/K),
+ * as rdma-core's tools do. SYSFS_PATH (default /sys) moves the root; the
+ * simulated fabric writes the same tree, so tests run this very code.
+ * GIDs come and go with IP addresses, so a lookup that misses re-reads the
+ * table (at most once per GID_TABLE_RELOAD_MIN_USEC).
+ */
+#ifndef RDMACM_MUX_GID_TABLE_H
+#define RDMACM_MUX_GID_TABLE_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#define GID_TABLE_RELOAD_MIN_USEC 100000u
+
+typedef enum GidType {
+	GID_TYPE_UNKNOWN,
+	GID_TYPE_IB_ROCE_V1, /* "IB/RoCE v1" */
+	GID_TYPE_ROCE_V2,    /* "RoCE v2" */
+} GidType;
+
+typedef struct GidTable GidTable;
+
+/**
+ * gid_table_open() - read the GID table of @dev port @port.
+ * Return: 0, or a negative errno (-ENOENT: no such sysfs directory).
+ */
+int gid_table_open(const char *dev, int port, GidTable **ret);
+void gid_table_free(GidTable *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(GidTable, gid_table_free)
+
+/* Re-read now. Return: 0 or a negative errno. */
+int gid_table_reload(GidTable *t);
+
+/**
+ * gid_table_find() - the index to send from for @gid (RoCE v2 preferred
+ * when the GID has several entries). Re-reads the table on a miss.
+ * Return: the index, or -ENOENT.
+ */
+int gid_table_find(GidTable *t, const uint8_t gid[16]);
+
+/* The GID at @index (re-reading once if empty), or NULL. */
+const uint8_t *gid_table_get(GidTable *t, unsigned index);
+
+unsigned gid_table_size(const GidTable *t);
+/* Bumped on every reload that changed the table. */
+unsigned gid_table_generation(const GidTable *t);
+
+#endif /* RDMACM_MUX_GID_TABLE_H */

@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacm-mux: main. Owns the command line, the listening socket (socket
+ * activation or our own bind), signals, systemd notification, and the one
+ * sd-event loop that drives everything else.
+ *
+ * Exit status: 0 after a clean shutdown; 1 for a failure at start or at run
+ * time; 2 for a bad command line; 3 when the CM class is already owned on
+ * the port (ib_cm is loaded); 4 when the device or port does not exist or
+ * went away.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "relay.h"
+#include "umad-port.h"
+#include "util.h"
+
+#define EXIT_USAGE 2
+#define EXIT_CM_OWNED 3
+#define EXIT_NO_DEVICE 4
+
+#define STATUS_INTERVAL_USEC (2 * 1000000u)
+
+typedef struct Options {
+	char *device;
+	int port;
+	char *socket_prefix;
+	char *socket_path;
+	char *group;
+	char *mode;
+	char **allow_uids;
+	char **allow_gids;
+	int max_clients;
+	int max_gids;
+	int max_sessions;
+	int max_queue;
+	int handshake_timeout_ms;
+	int closing_timeout_ms;
+	int sidr_timeout_ms;
+	gboolean require_port_gid;
+	gboolean trace;
+	char *log_level;
+	gboolean version;
+} Options;
+
+typedef struct Daemon {
+	Options opt;
+	char *socket_path;
+	bool socket_bound; /* we created the socket file, so we remove it */
+	int listen_fd;
+	sd_event *event;
+	sd_event_source *listen_src;
+	sd_event_source *status_timer;
+	Relay *relay;
+	GArray *allow_uids;
+	GArray *allow_gids;
+} Daemon;
+
+static void options_clear(Options *o)
+{
+	g_free(o->device);
+	g_free(o->socket_prefix);
+	g_free(o->socket_path);
+	g_free(o->group);
+	g_free(o->mode);
+	g_strfreev(o->allow_uids);
+	g_strfreev(o->allow_gids);
+	g_free(o->log_level);
+}
+
+static int parse_options(int argc, char **argv, Options *o)
+{
+	const GOptionEntry entries[] = {
+		{ "device", 'd', 0, G_OPTION_ARG_STRING, &o->device,
+		  "RDMA device (required), e.g. mlx5_0 or rxe0", "DEV" },
+		{ "port", 'p', 0, G_OPTION_ARG_INT, &o->port, "Port number (default 1)", "PORT" },
+		{ "socket-prefix", 's', 0, G_OPTION_ARG_STRING, &o->socket_prefix,
+		  "Socket path prefix; the socket is PREFIX-DEV-PORT (default "
+		  RDMACM_MUX_SOCKET_PREFIX ")", "PREFIX" },
+		{ "socket", 0, 0, G_OPTION_ARG_FILENAME, &o->socket_path,
+		  "Full socket path (overrides the prefix rule)", "PATH" },
+		{ "group", 0, 0, G_OPTION_ARG_STRING, &o->group,
+		  "Group that owns the socket (e.g. kvm)", "GROUP" },
+		{ "mode", 0, 0, G_OPTION_ARG_STRING, &o->mode, "Socket mode (default 0660)", "MODE" },
+		{ "allow-uid", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->allow_uids,
+		  "Accept only clients with this uid (repeatable)", "UID" },
+		{ "allow-gid", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->allow_gids,
+		  "Accept only clients with this primary gid (repeatable)", "GID" },
+		{ "max-clients", 0, 0, G_OPTION_ARG_INT, &o->max_clients,
+		  "Most clients at once (default 1024)", "N" },
+		{ "max-gids", 0, 0, G_OPTION_ARG_INT, &o->max_gids,
+		  "Most GIDs per client (default 32)", "N" },
+		{ "max-sessions", 0, 0, G_OPTION_ARG_INT, &o->max_sessions,
+		  "Most live CM sessions per client (default 16384)", "N" },
+		{ "max-queue", 0, 0, G_OPTION_ARG_INT, &o->max_queue,
+		  "Inbound MADs queued per client before drops (default 1024)", "N" },
+		{ "handshake-timeout", 0, 0, G_OPTION_ARG_INT, &o->handshake_timeout_ms,
+		  "Idle time before a half-open handshake is forgotten (ms, default 120000)", "MS" },
+		{ "closing-timeout", 0, 0, G_OPTION_ARG_INT, &o->closing_timeout_ms,
+		  "Time a session is kept after DREQ/DREP/REJ (ms, default 150000)", "MS" },
+		{ "sidr-timeout", 0, 0, G_OPTION_ARG_INT, &o->sidr_timeout_ms,
+		  "Lifetime of a SIDR query (ms, default 60000)", "MS" },
+		{ "require-port-gid", 0, 0, G_OPTION_ARG_NONE, &o->require_port_gid,
+		  "Refuse REG of a GID the port does not have", NULL },
+		{ "trace", 0, 0, G_OPTION_ARG_NONE, &o->trace,
+		  "Print a line for every relayed or dropped MAD on stdout", NULL },
+		{ "log-level", 0, 0, G_OPTION_ARG_STRING, &o->log_level,
+		  "err, warning, notice, info (default) or debug", "LEVEL" },
+		{ "version", 0, 0, G_OPTION_ARG_NONE, &o->version, "Print the version and exit", NULL },
+		{ NULL },
+	};
+	g_autoptr(GOptionContext) ctx = g_option_context_new("- relay IB CM MADs between one RDMA port and many clients");
+	g_autoptr(GError) error = NULL;
+
+	o->port = 1;
+	o->max_clients = 1024;
+	o->max_gids = 32;
+	o->max_sessions = 16384;
+	o->max_queue = 1024;
+	o->handshake_timeout_ms = 120000;
+	o->closing_timeout_ms = 150000;
+	o->sidr_timeout_ms = 60000;
+
+	g_option_context_add_main_entries(ctx, entries, NULL);
+	g_option_context_set_description(ctx,
+		"Compatible with QEMU's rdmacm-mux (-d, -p, -s, -h). See rdmacm-mux(8).");
+	if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+		fprintf(stderr, "rdmacm-mux: %s\nTry 'rdmacm-mux --help'.\n", error->message);
+		return -EINVAL;
+	}
+	if (o->version)
+		return 0;
+	if (argc > 1) {
+		fprintf(stderr, "rdmacm-mux: unexpected argument '%s'\n", argv[1]);
+		return -EINVAL;
+	}
+	if (!o->device || !*o->device) {
+		fprintf(stderr, "rdmacm-mux: missing RDMA device name (-d DEV)\n"
+				"Try 'rdmacm-mux --help'.\n");
+		return -EINVAL;
+	}
+	if (o->port < 1 || o->port > 255) {
+		fprintf(stderr, "rdmacm-mux: port must be 1..255, not %d\n", o->port);
+		return -EINVAL;
+	}
+	struct {
+		const char *name;
+		int value, min, max;
+	} ranges[] = {
+		{ "--max-clients", o->max_clients, 1, 1 << 20 },
+		{ "--max-gids", o->max_gids, 1, 4096 },
+		{ "--max-sessions", o->max_sessions, 1, 1 << 24 },
+		{ "--max-queue", o->max_queue, 1, 1 << 20 },
+		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
+		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
+		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
+		if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
+			fprintf(stderr, "rdmacm-mux: %s must be %d..%d, not %d\n", ranges[i].name,
+				ranges[i].min, ranges[i].max, ranges[i].value);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int parse_id_list(char **list, GArray **ret, const char *what)
+{
+	g_autoptr(GArray) a = g_array_new(FALSE, FALSE, sizeof(guint));
+
+	for (char **p = list; p && *p; p++) {
+		char *end;
+		unsigned long v = strtoul(*p, &end, 10);
+
+		if (!**p || *end || v > UINT32_MAX) {
+			fprintf(stderr, "rdmacm-mux: bad %s '%s'\n", what, *p);
+			return -EINVAL;
+		}
+		guint id = (guint)v;
+		g_array_append_val(a, id);
+	}
+	*ret = g_steal_pointer(&a);
+	return 0;
+}
+
+static bool id_allowed(const GArray *list, guint id)
+{
+	if (!list || list->len == 0)
+		return true;
+	for (guint i = 0; i < list->len; i++)
+		if (g_array_index(list, guint, i) == id)
+			return true;
+	return false;
+}
+
+/* ---- listening socket ---- */
+
+/* Remove a socket file left by a daemon that died, never a live one. */
+static int remove_stale_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	_cleanup_fd_ int fd = -1;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		log_error("%s exists and is not a socket; not touching it", path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		log_error("another rdmacm-mux is serving %s; stop it first", path);
+		return -EADDRINUSE;
+	}
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static int listener_bind(Daemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = d->socket_path;
+	unsigned long mode = 0660;
+	gid_t gid = (gid_t)-1;
+	_cleanup_fd_ int fd = -1;
+	mode_t old_umask;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_error("socket path %s is too long (%zu bytes, the limit is %zu)", path,
+			  strlen(path), sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	if (d->opt.mode) {
+		char *end;
+		mode = strtoul(d->opt.mode, &end, 8);
+		if (!*d->opt.mode || *end || mode > 0777) {
+			log_error("bad --mode '%s': use octal, e.g. 0660", d->opt.mode);
+			return -EINVAL;
+		}
+	}
+	if (d->opt.group) {
+		struct group *g = getgrnam(d->opt.group);
+		char *end;
+		unsigned long v = strtoul(d->opt.group, &end, 10);
+
+		if (g)
+			gid = g->gr_gid;
+		else if (*d->opt.group && !*end)
+			gid = (gid_t)v;
+		else {
+			log_error("no such group '%s' (--group)", d->opt.group);
+			return -ENOENT;
+		}
+	}
+
+	r = remove_stale_socket(path);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	/* Never let the socket exist with wider permissions than asked. */
+	old_umask = umask(0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old_umask);
+	if (r < 0) {
+		r = -errno;
+		log_error("cannot bind %s: %s", path, strerror(-r));
+		return r;
+	}
+	d->socket_bound = true;
+	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
+		r = -errno;
+		log_error("cannot give %s to group %s: %s", path, d->opt.group, strerror(-r));
+		return r;
+	}
+	if (chmod(path, (mode_t)mode) < 0) {
+		r = -errno;
+		log_error("cannot chmod %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (listen(fd, SOMAXCONN) < 0)
+		return -errno;
+	d->listen_fd = fd_steal(&fd);
+	return 0;
+}
+
+static int listener_setup(Daemon *d)
+{
+	int n = sd_listen_fds(1);
+
+	if (n < 0) {
+		log_error("cannot take the sockets systemd passed: %s", strerror(-n));
+		return n;
+	}
+	if (n > 1) {
+		log_error("systemd passed %d sockets; rdmacm-mux serves exactly one", n);
+		return -EINVAL;
+	}
+	if (n == 1) {
+		int fd = SD_LISTEN_FDS_START;
+
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			log_error("the socket systemd passed is not a listening UNIX stream socket");
+			return -EINVAL;
+		}
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			return -errno;
+		d->listen_fd = fd;
+		log_info("serving the socket passed by systemd");
+		return 0;
+	}
+	return listener_bind(d);
+}
+
+static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	Daemon *d = userdata;
+
+	(void)s;
+	(void)revents;
+	for (;;) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN)
+				log_ratelimited(LOG_WARNING, NULL, "accept failed: %s", strerror(errno));
+			return 0;
+		}
+		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+		    !id_allowed(d->allow_uids, cred.uid) || !id_allowed(d->allow_gids, cred.gid)) {
+			log_ratelimited(LOG_WARNING, NULL,
+					"refusing a client (pid %d uid %d gid %d): not in the allow-lists",
+					(int)cred.pid, (int)cred.uid, (int)cred.gid);
+			close(cfd);
+			continue;
+		}
+		(void)relay_add_client(d->relay, cfd);
+	}
+}
+
+/* ---- systemd ---- */
+
+static void notify_status(Daemon *d)
+{
+	const RelayCounters *k = relay_counters(d->relay);
+	uint64_t tx = 0, rx = 0;
+
+	for (int i = 0; i < CM_IDX_COUNT; i++) {
+		tx += k->tx[i];
+		rx += k->rx[i];
+	}
+	(void)sd_notifyf(0, "STATUS=%u clients, %u GIDs, %u sessions; MADs relayed: %" PRIu64
+			    " sent, %" PRIu64 " received",
+			 relay_client_count(d->relay), relay_gid_count(d->relay),
+			 relay_session_count(d->relay), tx, rx);
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	notify_status(userdata);
+	(void)sd_event_source_set_time(s, usec + STATUS_INTERVAL_USEC);
+	(void)sd_event_source_set_enabled(s, SD_EVENT_ON);
+	return 0;
+}
+
+static int on_sigusr1(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	Daemon *d = userdata;
+
+	(void)s;
+	(void)si;
+	relay_dump_counters(d->relay, stderr);
+	return 0;
+}
+
+static void daemon_clear(Daemon *d)
+{
+	sd_event_source_disable_unref(d->listen_src);
+	sd_event_source_disable_unref(d->status_timer);
+	relay_free(d->relay);
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	if (d->socket_bound)
+		(void)unlink(d->socket_path);
+	sd_event_unref(d->event);
+	if (d->allow_uids)
+		g_array_unref(d->allow_uids);
+	if (d->allow_gids)
+		g_array_unref(d->allow_gids);
+	g_free(d->socket_path);
+	options_clear(&d->opt);
+}
+
+/* Many clients each hold an fd: use the whole hard limit. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int run(Daemon *d)
+{
+	UmadPort *port = NULL;
+	RelayConfig cfg = { 0 };
+	uint64_t now;
+	int r;
+
+	r = umad_port_open(d->opt.device, d->opt.port, &port);
+	if (r == -EBUSY)
+		return EXIT_CM_OWNED;
+	if (r == -ENODEV || r == -ENOENT)
+		return EXIT_NO_DEVICE;
+	if (r < 0)
+		return EXIT_FAILURE;
+
+	cfg.max_clients = (uint32_t)d->opt.max_clients;
+	cfg.max_gids = (uint32_t)d->opt.max_gids;
+	cfg.max_sessions = (uint32_t)d->opt.max_sessions;
+	cfg.max_queued = (uint32_t)d->opt.max_queue;
+	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
+	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = (uint32_t)d->opt.closing_timeout_ms;
+	cfg.timeouts_ms[SESSION_TIMER_SIDR] = (uint32_t)d->opt.sidr_timeout_ms;
+	cfg.require_port_gid = d->opt.require_port_gid;
+	cfg.trace = d->opt.trace ? stdout : NULL;
+
+	r = sd_event_new(&d->event);
+	if (r < 0) {
+		umad_port_close(port);
+		log_error("cannot create the event loop: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	r = relay_new(d->event, port, &cfg, &d->relay);
+	if (r < 0) {
+		log_error("cannot start the relay: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	r = listener_setup(d);
+	if (r < 0)
+		return EXIT_FAILURE;
+
+	r = sd_event_add_io(d->event, &d->listen_src, d->listen_fd, EPOLLIN, on_listen, d);
+	if (r >= 0)
+		r = sd_event_add_signal(d->event, NULL, SIGTERM, NULL, NULL);
+	if (r >= 0)
+		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
+	if (r >= 0)
+		r = sd_event_add_signal(d->event, NULL, SIGUSR1, on_sigusr1, d);
+	if (r >= 0)
+		r = sd_event_set_watchdog(d->event, true);
+	if (r >= 0) {
+		(void)sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+		r = sd_event_add_time(d->event, &d->status_timer, CLOCK_MONOTONIC,
+				      now + STATUS_INTERVAL_USEC, 0, on_status_timer, d);
+	}
+	if (r < 0) {
+		log_error("cannot set up the event loop: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+
+	log_info("serving %s port %d (%s) on %s", d->opt.device, d->opt.port,
+		 port->roce ? "RoCE" : "InfiniBand", d->socket_path);
+	(void)sd_notify(0, "READY=1");
+	notify_status(d);
+
+	r = sd_event_loop(d->event);
+	(void)sd_notify(0, "STOPPING=1");
+	if (log_get_max_level() >= LOG_INFO)
+		relay_dump_counters(d->relay, stderr);
+	if (r == -ENODEV)
+		return EXIT_NO_DEVICE;
+	if (r < 0) {
+		log_error("event loop failed: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	log_info("shut down cleanly");
+	return EXIT_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+	Daemon d = { .listen_fd = -1 };
+	sigset_t mask;
+	int level = LOG_INFO, rc;
+
+	if (parse_options(argc, argv, &d.opt) < 0) {
+		options_clear(&d.opt);
+		return EXIT_USAGE;
+	}
+	if (d.opt.version) {
+		printf("rdmacm-mux %s\n", PACKAGE_VERSION);
+		options_clear(&d.opt);
+		return EXIT_SUCCESS;
+	}
+	if (d.opt.log_level) {
+		level = log_level_from_string(d.opt.log_level);
+		if (level < 0) {
+			fprintf(stderr, "rdmacm-mux: bad --log-level '%s'\n", d.opt.log_level);
+			options_clear(&d.opt);
+			return EXIT_USAGE;
+		}
+	}
+	if (parse_id_list(d.opt.allow_uids, &d.allow_uids, "--allow-uid") < 0 ||
+	    parse_id_list(d.opt.allow_gids, &d.allow_gids, "--allow-gid") < 0) {
+		daemon_clear(&d);
+		return EXIT_USAGE;
+	}
+	log_setup(level, false);
+	if (d.opt.trace)
+		setvbuf(stdout, NULL, _IOLBF, 0);
+
+	d.socket_path = d.opt.socket_path
+				? g_strdup(d.opt.socket_path)
+				: g_strdup_printf("%s-%s-%d",
+						  d.opt.socket_prefix ? d.opt.socket_prefix
+								      : RDMACM_MUX_SOCKET_PREFIX,
+						  d.opt.device, d.opt.port);
+
+	/* Writes to a vanished client must fail with EPIPE, never kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	raise_fd_limit();
+
+	rc = run(&d);
+	daemon_clear(&d);
+	return rc;
+}

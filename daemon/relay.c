@@ -1,0 +1,1232 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the protocol logic: client requests, GID ownership, outbound MAD
+ * validation and rewriting, inbound routing, sessions and counters.
+ *
+ * Routing (DESIGN §4):
+ *   REQ, SIDR_REQ         by the destination GID: the local GID-table entry
+ *                         the kernel reports in addr.gid_index (the REQ's
+ *                         Primary RemotePortGID, or the cma_hdr address of
+ *                         a SIDR_REQ, when there is no GRH)
+ *   REP RTU DREQ DREP MRA LAP APR REJ
+ *                         by RemoteCommID, which is a wire id we chose; a
+ *                         REJ or MRA with RemoteCommID 0 by the sender's
+ *                         LocalCommID and GID, remembered from its REQ
+ *   SIDR_REP              by RequestID (a wire id)
+ *
+ * Comm ids: every LocalCommID (SIDR: RequestID) a client sends is
+ * replaced by a daemon-unique wire id, and mapped back on the way in, so
+ * no client can see or steer another's traffic by picking its ids. The
+ * low 32 bits of the TID of a message that starts an exchange (REQ, DREQ,
+ * LAP, SIDR_REQ) become the wire id too: two clients that use the same
+ * TIDs would otherwise collide in the kernel's duplicate-send check.
+ */
+#include "relay.h"
+
+#include <arpa/inet.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "client.h"
+#include "log.h"
+#include "util.h"
+
+#define UMAD_BATCH 256	 /* inbound MADs per wake-up, for fairness */
+#define CLIENT_BATCH 64	 /* client frames per wake-up, for fairness */
+#define QP1_QKEY 0x80010000u
+#define DEFAULT_HOP_LIMIT 64
+
+struct Relay {
+	sd_event *event;
+	UmadPort *port;
+	RelayConfig cfg;
+	SessionTable *sessions;
+	GHashTable *clients;	/* id -> Client* (owned) */
+	GHashTable *gid_owners; /* 16-byte GID (owned key) -> Client* */
+	sd_event_source *umad_io;
+	sd_event_source *timer;
+	uint64_t timer_armed_at;
+	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
+	uint32_t next_client_id;
+	RelayCounters counters;
+};
+
+static const char *const rx_drop_names[RX_DROP_COUNT] = {
+	[RX_DROP_STATUS] = "status-packet",
+	[RX_DROP_NOT_CM] = "not-cm",
+	[RX_DROP_UNSUPPORTED] = "unsupported-attr",
+	[RX_DROP_MALFORMED] = "malformed",
+	[RX_DROP_NO_OWNER] = "no-gid-owner",
+	[RX_DROP_NO_SESSION] = "no-session",
+	[RX_DROP_QUEUE_FULL] = "queue-full",
+	[RX_DROP_SESSION_QUOTA] = "session-quota",
+};
+
+static const char *const tx_reject_names[TX_REJECT_COUNT] = {
+	[TX_REJECT_BAD_LENGTH] = "bad-length",
+	[TX_REJECT_NOT_CM] = "not-cm",
+	[TX_REJECT_UNSUPPORTED] = "unsupported-attr",
+	[TX_REJECT_MALFORMED] = "malformed",
+	[TX_REJECT_FOREIGN_SGID] = "foreign-sgid",
+	[TX_REJECT_NO_SESSION] = "no-session",
+	[TX_REJECT_HIJACK] = "hijack",
+	[TX_REJECT_SESSION_QUOTA] = "session-quota",
+	[TX_REJECT_NO_DESTINATION] = "no-destination",
+	[TX_REJECT_NO_PORT_GID] = "no-port-gid",
+	[TX_REJECT_SEND_FAILED] = "send-failed",
+};
+
+const char *rx_drop_name(RxDrop d)
+{
+	return (unsigned)d < RX_DROP_COUNT ? rx_drop_names[d] : "?";
+}
+
+const char *tx_reject_name(TxReject d)
+{
+	return (unsigned)d < TX_REJECT_COUNT ? tx_reject_names[d] : "?";
+}
+
+static guint gid_key_hash(gconstpointer p)
+{
+	const uint8_t *g = p;
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < 16; i++)
+		h = (h ^ g[i]) * 16777619u;
+	return h;
+}
+
+static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
+{
+	return memcmp(a, b, 16) == 0;
+}
+
+/* ---- trace ---- */
+
+static void trace_line(Relay *r, const char *dir, const Client *c, uint16_t attr,
+		       const char *ids, const uint8_t *gid_a, const uint8_t *gid_b,
+		       const char *note)
+{
+	char a[GID_STR_LEN], b[GID_STR_LEN], name[16], client[16];
+
+	if (!r->cfg.trace)
+		return;
+	if (c)
+		snprintf(client, sizeof(client), "%u", c->id);
+	else
+		snprintf(client, sizeof(client), "-");
+	fprintf(r->cfg.trace, "[%s:%d] %-4s %-8s client %-4s %s  %s -> %s%s%s\n",
+		r->port->dev, r->port->port, dir, cm_attr_name(attr, name), client, ids,
+		gid_a ? gid_to_string(gid_a, a) : "?", gid_b ? gid_to_string(gid_b, b) : "?",
+		note ? "  " : "", note ? note : "");
+	fflush(r->cfg.trace);
+}
+
+/* ---- clients ---- */
+
+static void relay_mark_dirty(Relay *r, Client *c)
+{
+	for (guint i = 0; i < r->dirty->len; i++)
+		if (g_ptr_array_index(r->dirty, i) == c)
+			return;
+	g_ptr_array_add(r->dirty, c);
+}
+
+static SessionList *session_owner(void *userdata, uint32_t client_id)
+{
+	Relay *r = userdata;
+	Client *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(client_id));
+
+	return c ? &c->sessions : NULL;
+}
+
+static void relay_schedule_timer(Relay *r)
+{
+	uint64_t now, at;
+
+	if (!r->timer)
+		return;
+	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
+	at = session_table_next_deadline(r->sessions, now);
+	if (at == UINT64_MAX) {
+		(void)sd_event_source_set_enabled(r->timer, SD_EVENT_OFF);
+		r->timer_armed_at = 0;
+		return;
+	}
+	if (at == r->timer_armed_at)
+		return;
+	r->timer_armed_at = at;
+	(void)sd_event_source_set_time(r->timer, at);
+	(void)sd_event_source_set_enabled(r->timer, SD_EVENT_ONESHOT);
+}
+
+static void relay_drop_client(Relay *r, Client *c, const char *why)
+{
+	char pid[32];
+	const char *fields[] = { pid, NULL };
+
+	snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->cred.pid);
+	log_structured(LOG_INFO, fields, "client %u (pid %d, %s) gone: %s; %u GIDs and %u sessions removed",
+		       c->id, (int)c->cred.pid, c->comm, why, c->n_gids, c->sessions.count);
+	for (uint32_t i = 0; i < c->n_gids; i++)
+		g_hash_table_remove(r->gid_owners, c->gids[i].gid);
+	session_table_remove_all(r->sessions, &c->sessions);
+	g_ptr_array_remove_fast(r->dirty, c);
+	/* Removing from the table frees the client (and closes its fd). */
+	g_hash_table_remove(r->clients, GUINT_TO_POINTER(c->id));
+	relay_schedule_timer(r);
+}
+
+/* Write what is queued; returns false when the client had to go. */
+static bool relay_flush_client(Relay *r, Client *c)
+{
+	int e = client_flush(c);
+
+	if (e < 0 && e != -EAGAIN) {
+		r->counters.clients_dropped++;
+		relay_drop_client(r, c, e == -EPIPE || e == -ECONNRESET ? "disconnected" : "write error");
+		return false;
+	}
+	if (c->reading_paused && !client_responses_full(c))
+		c->reading_paused = false;
+	(void)client_update_events(c);
+	return true;
+}
+
+static void relay_flush_dirty(Relay *r)
+{
+	while (r->dirty->len > 0) {
+		Client *c = g_ptr_array_steal_index_fast(r->dirty, r->dirty->len - 1);
+		(void)relay_flush_client(r, c);
+	}
+}
+
+/* ---- responses ---- */
+
+/*
+ * QEMU's protocol has four positive codes and passes send failures as a
+ * negative errno. Clients granted RDMACM_MUX_CAP_ERRNO get -errno always.
+ */
+static int32_t err_code_for(const Client *c, int err)
+{
+	if (err == 0 || (c->caps & RDMACM_MUX_CAP_ERRNO))
+		return err;
+	switch (err) {
+	case -EINVAL:
+	case -EMSGSIZE:
+	case -EPROTO:
+	case -EBADMSG:
+	case -EOPNOTSUPP:
+		return RDMACM_MUX_ERR_CODE_EINVAL;
+	case -EEXIST:
+		return RDMACM_MUX_ERR_CODE_EEXIST;
+	case -EACCES:
+	case -EPERM:
+		return RDMACM_MUX_ERR_CODE_EACCES;
+	case -ENOENT:
+		return RDMACM_MUX_ERR_CODE_ENOTFOUND;
+	default:
+		return err;
+	}
+}
+
+static void relay_respond(Relay *r, Client *c, struct rdmacm_mux_msg *req, int err)
+{
+	req->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
+	req->hdr.err_code = err_code_for(c, err);
+	if (client_queue_response(c, req) < 0) {
+		/* Out of memory: this client cannot be served correctly. */
+		log_error("out of memory queueing a response to client %u", c->id);
+		return;
+	}
+	c->stats.requests++;
+	if (client_responses_full(c))
+		c->reading_paused = true;
+	relay_mark_dirty(r, c);
+}
+
+/* ---- REG / UNREG ---- */
+
+static ClientGid *client_find_gid(Client *c, const uint8_t gid[16])
+{
+	for (uint32_t i = 0; i < c->n_gids; i++)
+		if (gid_equal(c->gids[i].gid, gid))
+			return &c->gids[i];
+	return NULL;
+}
+
+static int relay_register_gid(Relay *r, Client *c, const uint8_t gid[16])
+{
+	Client *owner = g_hash_table_lookup(r->gid_owners, gid);
+	char text[GID_STR_LEN], pid[32], gidf[64];
+	const char *fields[] = { pid, gidf, NULL };
+
+	snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->cred.pid);
+	snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(gid, text));
+
+	if (gid_is_zero(gid))
+		return -EINVAL;
+	if (owner == c)
+		return -EEXIST;
+	if (owner) {
+		log_structured(LOG_WARNING, fields,
+			       "client %u (pid %d) asked for GID %s, which client %u (pid %d) owns",
+			       c->id, (int)c->cred.pid, text, owner->id, (int)owner->cred.pid);
+		return -EACCES;
+	}
+	if (c->n_gids >= r->cfg.max_gids)
+		return -EDQUOT;
+	if (gid_table_find(r->port->gids, gid) < 0) {
+		if (r->cfg.require_port_gid)
+			return -EADDRNOTAVAIL;
+		/* QEMU registers a guest GID before libvirt adds the address
+		 * to the host netdev, so a missing GID is normal for a while. */
+		log_structured(LOG_INFO, fields,
+			       "client %u registered GID %s, which %s port %d does not have (yet)",
+			       c->id, text, r->port->dev, r->port->port);
+	}
+	c->gids = g_renew(ClientGid, c->gids, c->n_gids + 1);
+	memcpy(c->gids[c->n_gids].gid, gid, 16);
+	c->gids[c->n_gids].gid_index = -1;
+	c->gids[c->n_gids].table_generation = 0;
+	c->n_gids++;
+	g_hash_table_insert(r->gid_owners, g_memdup2(gid, 16), c);
+	return 0;
+}
+
+static int relay_unregister_gid(Relay *r, Client *c, const uint8_t gid[16])
+{
+	Client *owner = g_hash_table_lookup(r->gid_owners, gid);
+	ClientGid *cg;
+
+	if (!owner)
+		return -ENOENT;
+	if (owner != c)
+		return -EACCES;
+	cg = client_find_gid(c, gid);
+	g_hash_table_remove(r->gid_owners, gid);
+	if (cg) {
+		*cg = c->gids[c->n_gids - 1];
+		c->n_gids--;
+	}
+	return 0;
+}
+
+/* ---- outbound MADs ---- */
+
+typedef struct TxContext {
+	Client *client;
+	UmadBuffer *buf;
+	size_t len;
+	uint16_t attr;
+	const uint8_t *sgid;
+	uint8_t dest[16];    /* destination GID, zero when unknown */
+	bool dest_explicit;  /* the client gave a destination other than itself */
+	uint32_t client_id_field; /* the client's comm id / request id */
+	uint32_t wire_id;	  /* what went on the wire */
+	uint32_t handle;
+	TxReject reject;
+} TxContext;
+
+static int tx_fail(TxContext *t, TxReject why, int err)
+{
+	t->reject = why;
+	return err;
+}
+
+/* Fill in the destination from the session when the client gave none. */
+static void tx_dest_from_session(TxContext *t, const Session *s)
+{
+	if (!t->dest_explicit && s && !gid_is_zero(s->peer_gid))
+		memcpy(t->dest, s->peer_gid, 16);
+}
+
+static uint32_t tx_new_session(Relay *r, TxContext *t, SessionState state)
+{
+	Client *c = t->client;
+	uint32_t h;
+
+	if (c->sessions.count >= r->cfg.max_sessions)
+		return 0;
+	h = session_table_add(r->sessions, &c->sessions, c->id, state);
+	if (h) {
+		r->counters.sessions_created++;
+		c->stats.sessions = c->sessions.count;
+	}
+	return h;
+}
+
+/* Move a session to CLOSING and (re)arm its removal timer. */
+static void session_close(Relay *r, uint32_t h, uint64_t now)
+{
+	Session *s = session_table_get(r->sessions, h);
+
+	if (!s)
+		return;
+	s->state = SESSION_CLOSING;
+	session_table_arm(r->sessions, h, SESSION_TIMER_CLOSING, now);
+}
+
+/* REQ and SIDR_REQ from our client: a session it starts. */
+static int tx_start(Relay *r, TxContext *t, uint64_t now)
+{
+	bool sidr = t->attr == CM_ATTR_SIDR_REQ;
+	uint8_t *mad = t->buf->mad;
+	uint32_t h;
+	Session *s;
+
+	t->client_id_field = sidr ? cm_get_sidr_request_id(mad) : cm_get_local_comm_id(mad);
+	if (t->client_id_field == 0)
+		return tx_fail(t, TX_REJECT_MALFORMED, -EINVAL);
+
+	h = session_table_lookup_client_comm_id(r->sessions, t->client->id, t->client_id_field);
+	if (!h) {
+		h = tx_new_session(r, t, sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT);
+		if (!h)
+			return tx_fail(t, TX_REJECT_SESSION_QUOTA, -EDQUOT);
+		session_table_set_client_comm_id(r->sessions, h, t->client_id_field);
+		session_table_assign_wire_id(r->sessions, h);
+	}
+	s = session_table_get(r->sessions, h);
+	if (!s)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	if (!t->dest_explicit) {
+		/* QEMU puts its own GID in addr.gid (its bug C1): take the
+		 * destination from the message itself. */
+		if (!sidr)
+			memcpy(t->dest, cm_req_remote_gid(mad), 16);
+		else if (cm_cma_dst_gid(mad, t->len, t->dest) < 0)
+			memset(t->dest, 0, 16);
+	}
+	memcpy(s->local_gid, t->sgid, 16);
+	if (!gid_is_zero(t->dest))
+		memcpy(s->peer_gid, t->dest, 16);
+	t->wire_id = s->wire_id;
+	t->handle = h;
+	if (sidr) {
+		cm_set_sidr_request_id(mad, s->wire_id);
+		session_table_arm(r->sessions, h, SESSION_TIMER_SIDR, now);
+	} else {
+		cm_set_local_comm_id(mad, s->wire_id);
+		if (s->state == SESSION_REQ_SENT)
+			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+	}
+	cm_set_tid_low(mad, s->wire_id);
+	return 0;
+}
+
+/*
+ * REP, MRA, or REJ from our client answering a peer's REQ: the session was
+ * created when that REQ was routed to this client, under the peer's comm
+ * id and the GID it was sent to. Only that client may answer it.
+ */
+static int tx_answer_req(Relay *r, TxContext *t, uint64_t now)
+{
+	uint8_t *mad = t->buf->mad;
+	uint32_t local = cm_get_local_comm_id(mad);
+	uint32_t remote = cm_get_remote_comm_id(mad);
+	uint32_t h = 0;
+	Session *s;
+
+	t->client_id_field = local;
+	if (local)
+		h = session_table_lookup_client_comm_id(r->sessions, t->client->id, local);
+	if (!h) {
+		h = session_table_lookup_peer(r->sessions, remote, t->sgid,
+					      t->dest_explicit ? t->dest : NULL);
+		if (!h)
+			return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	}
+	s = session_table_get(r->sessions, h);
+	if (!s)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	if (s->client_id != t->client->id)
+		return tx_fail(t, TX_REJECT_HIJACK, -EACCES);
+	if (s->peer_comm_id != remote)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	if (local && !(s->client_comm_id)) {
+		session_table_set_client_comm_id(r->sessions, h, local);
+		session_table_assign_wire_id(r->sessions, h);
+	} else if (local && s->client_comm_id != local) {
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	}
+	tx_dest_from_session(t, s);
+	t->handle = h;
+	t->wire_id = s->wire_id;
+	if (local)
+		cm_set_local_comm_id(mad, s->wire_id);
+
+	switch (t->attr) {
+	case CM_ATTR_REP:
+		s->state = SESSION_REP_SENT;
+		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	case CM_ATTR_MRA:
+		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	default: /* REJ */
+		session_close(r, h, now);
+		break;
+	}
+	return 0;
+}
+
+/* Every other message of a session our client is part of. */
+static int tx_continue(Relay *r, TxContext *t, uint64_t now)
+{
+	uint8_t *mad = t->buf->mad;
+	uint32_t local = cm_get_local_comm_id(mad);
+	uint32_t h;
+	Session *s;
+
+	t->client_id_field = local;
+	h = local ? session_table_lookup_client_comm_id(r->sessions, t->client->id, local) : 0;
+	if (!h)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	s = session_table_get(r->sessions, h);
+	if (!s)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	tx_dest_from_session(t, s);
+	t->handle = h;
+	t->wire_id = s->wire_id;
+	cm_set_local_comm_id(mad, s->wire_id);
+
+	switch (t->attr) {
+	case CM_ATTR_RTU:
+		s->state = SESSION_ESTABLISHED;
+		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
+		break;
+	case CM_ATTR_DREQ:
+		cm_set_tid_low(mad, s->wire_id);
+		session_close(r, h, now);
+		break;
+	case CM_ATTR_DREP:
+	case CM_ATTR_REJ:
+		session_close(r, h, now);
+		break;
+	case CM_ATTR_LAP:
+		cm_set_tid_low(mad, s->wire_id);
+		break;
+	case CM_ATTR_MRA:
+		if (s->state != SESSION_ESTABLISHED && s->state != SESSION_CLOSING)
+			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* SIDR_REP from our client: answers a peer's SIDR_REQ routed to it. */
+static int tx_sidr_rep(Relay *r, TxContext *t, uint64_t now)
+{
+	uint32_t request_id = cm_get_sidr_request_id(t->buf->mad);
+	uint32_t h = session_table_lookup_peer(r->sessions, request_id, t->sgid,
+					       t->dest_explicit ? t->dest : NULL);
+	Session *s;
+
+	t->client_id_field = request_id;
+	t->wire_id = request_id;
+	if (!h)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	s = session_table_get(r->sessions, h);
+	if (!s)
+		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	if (s->client_id != t->client->id)
+		return tx_fail(t, TX_REJECT_HIJACK, -EACCES);
+	tx_dest_from_session(t, s);
+	t->handle = h;
+	/* Keep it for the SIDR timeout: the peer may repeat its query. */
+	session_table_arm(r->sessions, h, SESSION_TIMER_SIDR, now);
+	return 0;
+}
+
+static int tx_route(Relay *r, TxContext *t, uint64_t now)
+{
+	switch (t->attr) {
+	case CM_ATTR_REQ:
+	case CM_ATTR_SIDR_REQ:
+		return tx_start(r, t, now);
+	case CM_ATTR_REP:
+		return tx_answer_req(r, t, now);
+	case CM_ATTR_MRA:
+		if (cm_mra_msg_mraed(t->buf->mad) == CM_MSG_REQ)
+			return tx_answer_req(r, t, now);
+		return tx_continue(r, t, now);
+	case CM_ATTR_REJ:
+		/* A REJ of a REQ that came to us may have no LocalCommID yet. */
+		if (cm_rej_msg_rejected(t->buf->mad) == CM_MSG_REQ &&
+		    cm_get_remote_comm_id(t->buf->mad) != 0 &&
+		    (cm_get_local_comm_id(t->buf->mad) == 0 ||
+		     !session_table_lookup_client_comm_id(r->sessions, t->client->id,
+							  cm_get_local_comm_id(t->buf->mad))))
+			return tx_answer_req(r, t, now);
+		return tx_continue(r, t, now);
+	case CM_ATTR_SIDR_REP:
+		return tx_sidr_rep(r, t, now);
+	default:
+		return tx_continue(r, t, now);
+	}
+}
+
+static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
+{
+	UmadBuffer buf;
+	TxContext t = { .client = c, .buf = &buf };
+	struct rdmacm_mux_mad_addr *a = &buf.hdr.addr;
+	char ids[96];
+	uint64_t now;
+	int gid_index, err;
+
+	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
+	t.sgid = req->hdr.sgid.raw;
+
+	if (req->umad_len < RDMACM_MUX_MAD_HDR_SIZE || req->umad_len > RDMACM_MUX_MAD_SIZE) {
+		err = tx_fail(&t, TX_REJECT_BAD_LENGTH, -EMSGSIZE);
+		goto refused;
+	}
+	t.len = (size_t)req->umad_len;
+	err = cm_mad_check(req->umad.mad, t.len, &t.attr);
+	if (err < 0) {
+		t.reject = err == -EPROTO      ? TX_REJECT_NOT_CM
+			   : err == -EOPNOTSUPP ? TX_REJECT_UNSUPPORTED
+						: TX_REJECT_MALFORMED;
+		goto refused;
+	}
+	if (g_hash_table_lookup(r->gid_owners, t.sgid) != c) {
+		err = tx_fail(&t, TX_REJECT_FOREIGN_SGID, -EACCES);
+		goto refused;
+	}
+
+	buf.hdr = req->umad.hdr;
+	memcpy(buf.mad, req->umad.mad, t.len);
+	memcpy(t.dest, a->gid, 16);
+	t.dest_explicit = !gid_is_zero(t.dest) && !gid_equal(t.dest, t.sgid);
+	if (!t.dest_explicit) {
+		memset(t.dest, 0, 16);
+		if (!c->c1_logged && !gid_is_zero(a->gid)) {
+			c->c1_logged = true;
+			log_info("client %u (pid %d) puts its own GID in addr.gid, as QEMU does; "
+				 "taking destinations from the CM messages and sessions",
+				 c->id, (int)c->cred.pid);
+		}
+	}
+
+	err = tx_route(r, &t, now);
+	if (err < 0)
+		goto refused;
+
+	/* The address: the daemon decides gid_index and the QP, never the client. */
+	a->qpn = htonl(1);
+	a->qkey = htonl(QP1_QKEY);
+	buf.hdr.agent_id = 0;
+	buf.hdr.status = 0;
+	buf.hdr.timeout_ms = 0;
+	buf.hdr.retries = 0;
+	buf.hdr.length = 0;
+	if (r->port->roce || a->grh_present) {
+		ClientGid *cg = client_find_gid(c, t.sgid);
+
+		if (gid_is_zero(t.dest)) {
+			err = tx_fail(&t, TX_REJECT_NO_DESTINATION, -EDESTADDRREQ);
+			goto refused;
+		}
+		gid_index = gid_table_find(r->port->gids, t.sgid);
+		if (gid_index < 0) {
+			err = tx_fail(&t, TX_REJECT_NO_PORT_GID, -EADDRNOTAVAIL);
+			goto refused;
+		}
+		if (cg) {
+			cg->gid_index = gid_index;
+			cg->table_generation = gid_table_generation(r->port->gids);
+		}
+		a->grh_present = 1;
+		a->gid_index = (uint8_t)gid_index;
+		memcpy(a->gid, t.dest, 16);
+		if (a->hop_limit == 0)
+			a->hop_limit = DEFAULT_HOP_LIMIT;
+	} else {
+		a->gid_index = 0;
+	}
+
+	err = umad_port_send(r->port, &buf, t.len);
+	if (err < 0) {
+		t.reject = TX_REJECT_SEND_FAILED;
+		log_ratelimited(LOG_WARNING, NULL, "send of %s for client %u failed: %s",
+				cm_attr_index_name(cm_attr_to_index(t.attr)), c->id, strerror(-err));
+		goto refused;
+	}
+
+	r->counters.tx[cm_attr_to_index(t.attr)]++;
+	c->stats.tx_mads++;
+	snprintf(ids, sizeof(ids), "comm 0x%08x -> wire 0x%08x", t.client_id_field, t.wire_id);
+	trace_line(r, "TX", c, t.attr, ids, t.sgid, t.dest, NULL);
+	return 0;
+
+refused:
+	r->counters.tx_reject[t.reject]++;
+	c->stats.tx_rejected++;
+	snprintf(ids, sizeof(ids), "comm 0x%08x", t.client_id_field);
+	trace_line(r, "TX!", c, t.attr, ids, t.sgid, t.dest_explicit ? t.dest : NULL,
+		   tx_reject_name(t.reject));
+	return err;
+}
+
+/* ---- extension ops ---- */
+
+static int relay_hello(Relay *r, Client *c, struct rdmacm_mux_msg *m)
+{
+	struct rdmacm_mux_hello h;
+
+	if (m->umad_len < (int32_t)sizeof(h))
+		return -EINVAL;
+	memcpy(&h, m->umad.mad, sizeof(h));
+	if (h.magic != RDMACM_MUX_HELLO_MAGIC)
+		return -EINVAL;
+	c->caps = h.capabilities & RDMACM_MUX_CAP_ALL;
+	c->hello_done = true;
+	memset(&h, 0, sizeof(h));
+	h.magic = RDMACM_MUX_HELLO_MAGIC;
+	h.version_major = RDMACM_MUX_PROTO_VERSION_MAJOR;
+	h.version_minor = RDMACM_MUX_PROTO_VERSION_MINOR;
+	h.capabilities = c->caps;
+	h.max_gids = r->cfg.max_gids;
+	h.max_sessions = r->cfg.max_sessions;
+	h.max_queued = r->cfg.max_queued;
+	memset(m->umad.mad, 0, sizeof(m->umad.mad));
+	memcpy(m->umad.mad, &h, sizeof(h));
+	m->umad_len = sizeof(h);
+	return 0;
+}
+
+static void relay_client_stats(Client *c, struct rdmacm_mux_msg *m)
+{
+	c->stats.gids = c->n_gids;
+	c->stats.sessions = c->sessions.count;
+	c->stats.queued = client_queued(c);
+	memset(m->umad.mad, 0, sizeof(m->umad.mad));
+	memcpy(m->umad.mad, &c->stats, sizeof(c->stats));
+	m->umad_len = sizeof(c->stats);
+}
+
+/* ---- requests ---- */
+
+/* Returns false when the client was disconnected. */
+static bool relay_handle_request(Relay *r, Client *c, struct rdmacm_mux_msg *m)
+{
+	int err;
+	bool bad = false;
+
+	r->counters.requests++;
+	if (m->hdr.msg_type != RDMACM_MUX_MSG_TYPE_REQ) {
+		err = -EBADMSG;
+		bad = true;
+	} else {
+		switch (m->hdr.op_code) {
+		case RDMACM_MUX_OP_CODE_REG:
+			err = relay_register_gid(r, c, m->hdr.sgid.raw);
+			if (err == 0)
+				r->counters.reg_ok++;
+			else
+				r->counters.reg_refused++;
+			break;
+		case RDMACM_MUX_OP_CODE_UNREG:
+			err = relay_unregister_gid(r, c, m->hdr.sgid.raw);
+			if (err == 0)
+				r->counters.unreg_ok++;
+			else
+				r->counters.unreg_refused++;
+			break;
+		case RDMACM_MUX_OP_CODE_MAD:
+			err = relay_send_mad(r, c, m);
+			break;
+		case RDMACM_MUX_OP_CODE_HELLO:
+			err = relay_hello(r, c, m);
+			bad = err < 0;
+			break;
+		case RDMACM_MUX_OP_CODE_CLIENT_STATS:
+			if (c->caps & RDMACM_MUX_CAP_CLIENT_STATS) {
+				relay_client_stats(c, m);
+				err = 0;
+				break;
+			}
+			/* not negotiated, so unknown to this client */
+			__attribute__((fallthrough));
+		default:
+			err = -EOPNOTSUPP;
+			bad = true;
+			break;
+		}
+	}
+
+	if (bad) {
+		r->counters.bad_frames++;
+		c->bad_frames++;
+		log_ratelimited(LOG_NOTICE, NULL,
+				"client %u (pid %d) sent a bad frame (msg_type %u, op_code %u)",
+				c->id, (int)c->cred.pid, m->hdr.msg_type, m->hdr.op_code);
+	} else {
+		c->bad_frames = 0;
+	}
+	relay_respond(r, c, m, err);
+	if (c->bad_frames >= r->cfg.max_bad_frames) {
+		/* Let the error responses reach it, then hang up. */
+		(void)client_flush(c);
+		r->counters.clients_dropped++;
+		relay_drop_client(r, c, "too many bad frames");
+		return false;
+	}
+	return true;
+}
+
+static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	Client *c = userdata;
+	Relay *r = c->owner;
+	struct rdmacm_mux_msg m;
+
+	(void)s;
+	(void)fd;
+	if (revents & EPOLLOUT) {
+		if (!relay_flush_client(r, c))
+			return 0;
+	}
+	if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		for (int n = 0; n < CLIENT_BATCH && !c->reading_paused; n++) {
+			int e = client_read_frame(c, &m);
+
+			if (e == 0)
+				break;
+			if (e < 0) {
+				bool cut = client_has_partial_input(c);
+
+				if (cut)
+					r->counters.truncated_frames++;
+				relay_drop_client(r, c, cut ? "disconnected in the middle of a frame"
+							    : e == -EPIPE ? "disconnected"
+									  : "read error");
+				relay_flush_dirty(r);
+				relay_schedule_timer(r);
+				return 0;
+			}
+			if (!relay_handle_request(r, c, &m)) {
+				relay_flush_dirty(r);
+				relay_schedule_timer(r);
+				return 0;
+			}
+		}
+	}
+	relay_flush_dirty(r);
+	relay_schedule_timer(r);
+	return 0;
+}
+
+int relay_add_client(Relay *r, int fd)
+{
+	Client *c;
+	uint32_t id;
+	int e;
+
+	if (g_hash_table_size(r->clients) >= r->cfg.max_clients) {
+		r->counters.clients_refused++;
+		log_ratelimited(LOG_WARNING, NULL,
+				"refusing a connection: %u clients is the limit (--max-clients)",
+				r->cfg.max_clients);
+		close(fd);
+		return -EUSERS;
+	}
+	do
+		id = r->next_client_id++;
+	while (id == 0 || g_hash_table_contains(r->clients, GUINT_TO_POINTER(id)));
+
+	c = client_new(id, fd, r->cfg.max_queued, r->cfg.max_pending);
+	c->owner = r;
+	e = sd_event_add_io(r->event, &c->io, fd, EPOLLIN, on_client_io, c);
+	if (e < 0) {
+		client_free(c);
+		return e;
+	}
+	g_hash_table_insert(r->clients, GUINT_TO_POINTER(id), c);
+	r->counters.clients_accepted++;
+	log_info("client %u connected: pid %d uid %d (%s)", id, (int)c->cred.pid,
+		 (int)c->cred.uid, c->comm);
+	return 0;
+}
+
+/* ---- inbound MADs ---- */
+
+typedef struct RxRoute {
+	Client *client;
+	const uint8_t *local_gid;
+	uint32_t handle;
+	RxDrop drop;
+	char ids[96];
+} RxRoute;
+
+/* The local GID a MAD was addressed to, as far as the header tells. */
+static const uint8_t *rx_local_gid(Relay *r, const UmadBuffer *buf)
+{
+	if (buf->hdr.addr.grh_present)
+		return gid_table_get(r->port->gids, buf->hdr.addr.gid_index);
+	return NULL;
+}
+
+static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, uint64_t now,
+			 RxRoute *rt)
+{
+	const uint8_t *peer_gid = buf->hdr.addr.gid;
+	const uint8_t *local = rx_local_gid(r, buf);
+	uint8_t fallback[16];
+	bool sidr = attr == CM_ATTR_SIDR_REQ;
+	uint32_t peer_id = sidr ? cm_get_sidr_request_id(buf->mad) : cm_get_local_comm_id(buf->mad);
+	Client *c;
+	uint32_t h;
+
+	if (!local || !g_hash_table_contains(r->gid_owners, local)) {
+		/* Without a GRH (IB, LID routed) the message names the target. */
+		if (!sidr)
+			local = cm_req_remote_gid(buf->mad);
+		else if (cm_cma_dst_gid(buf->mad, len, fallback) == 0)
+			local = fallback;
+	}
+	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
+	snprintf(rt->ids, sizeof(rt->ids), "peer 0x%08x", peer_id);
+	if (!c) {
+		rt->drop = RX_DROP_NO_OWNER;
+		rt->local_gid = local;
+		return false;
+	}
+
+	h = session_table_lookup_peer(r->sessions, peer_id, local,
+				      buf->hdr.addr.grh_present ? peer_gid : NULL);
+	if (!h) {
+		if (c->sessions.count >= r->cfg.max_sessions) {
+			rt->drop = RX_DROP_SESSION_QUOTA;
+			rt->client = c;
+			return false;
+		}
+		h = session_table_add(r->sessions, &c->sessions, c->id,
+				      sidr ? SESSION_SIDR_RCVD : SESSION_REQ_RCVD);
+		if (!h) {
+			rt->drop = RX_DROP_SESSION_QUOTA;
+			return false;
+		}
+		r->counters.sessions_created++;
+		session_table_set_peer(r->sessions, h, peer_id, local,
+				       buf->hdr.addr.grh_present ? peer_gid : NULL);
+	}
+	/* A repeated REQ re-arms the timer of the session it started. */
+	{
+		Session *s = session_table_get(r->sessions, h);
+		if (!s) {
+			rt->drop = RX_DROP_NO_SESSION;
+			return false;
+		}
+		if (s->state == SESSION_REQ_RCVD || s->state == SESSION_SIDR_RCVD)
+			session_table_arm(r->sessions, h,
+					  sidr ? SESSION_TIMER_SIDR : SESSION_TIMER_HANDSHAKE, now);
+		c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(s->client_id));
+		rt->local_gid = s->local_gid;
+	}
+	rt->client = c;
+	rt->handle = h;
+	return c != NULL;
+}
+
+static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t now,
+			     RxRoute *rt)
+{
+	uint8_t *mad = buf->mad;
+	bool sidr = attr == CM_ATTR_SIDR_REP;
+	uint32_t wire = sidr ? cm_get_sidr_request_id(mad) : cm_get_remote_comm_id(mad);
+	uint32_t h = 0;
+	Session *s;
+
+	if (wire != 0) {
+		h = session_table_lookup_wire_id(r->sessions, wire);
+	} else if (attr == CM_ATTR_REJ || attr == CM_ATTR_MRA) {
+		/* REJ(Timeout) or an MRA of a REQ: the sender's own comm id,
+		 * remembered from its REQ, plus who it is. */
+		const uint8_t *local = rx_local_gid(r, buf);
+		if (local)
+			h = session_table_lookup_peer(r->sessions, cm_get_local_comm_id(mad),
+						      local, buf->hdr.addr.gid);
+	}
+	snprintf(rt->ids, sizeof(rt->ids), "wire 0x%08x", wire);
+	s = h ? session_table_get(r->sessions, h) : NULL;
+	if (!s) {
+		rt->drop = RX_DROP_NO_SESSION;
+		return false;
+	}
+	rt->client = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(s->client_id));
+	if (!rt->client) {
+		rt->drop = RX_DROP_NO_SESSION;
+		return false;
+	}
+	rt->handle = h;
+	rt->local_gid = s->local_gid;
+	snprintf(rt->ids, sizeof(rt->ids), "wire 0x%08x -> comm 0x%08x", wire, s->client_comm_id);
+
+	if (sidr) {
+		cm_set_sidr_request_id(mad, s->client_comm_id);
+		/* The query is answered; the session has done its job. */
+		session_table_remove(r->sessions, &rt->client->sessions, h);
+		rt->handle = 0;
+		return true;
+	}
+	if (wire != 0)
+		cm_set_remote_comm_id(mad, s->client_comm_id);
+
+	switch (attr) {
+	case CM_ATTR_REP:
+		s->state = SESSION_REP_RCVD;
+		/* Learn the peer's comm id so a later REJ(Timeout) or our
+		 * client's duplicates can be matched. */
+		if (!gid_is_zero(s->local_gid) && buf->hdr.addr.grh_present)
+			session_table_set_peer(r->sessions, h, cm_get_local_comm_id(mad),
+					       s->local_gid, buf->hdr.addr.gid);
+		else
+			s->peer_comm_id = cm_get_local_comm_id(mad);
+		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	case CM_ATTR_RTU:
+		s->state = SESSION_ESTABLISHED;
+		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
+		break;
+	case CM_ATTR_DREQ:
+	case CM_ATTR_DREP:
+	case CM_ATTR_REJ:
+		session_close(r, h, now);
+		break;
+	case CM_ATTR_MRA:
+		if (s->state != SESSION_ESTABLISHED && s->state != SESSION_CLOSING)
+			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
+{
+	struct rdmacm_mux_msg m;
+	RxRoute rt = { .drop = RX_DROP_COUNT };
+	uint16_t attr = 0;
+	uint64_t now;
+	int e;
+	bool ok;
+
+	if (buf->hdr.status != 0 || len <= RDMACM_MUX_MAD_HDR_SIZE) {
+		r->counters.rx_drop[RX_DROP_STATUS]++;
+		return;
+	}
+	e = cm_mad_check(buf->mad, len, &attr);
+	if (e < 0) {
+		RxDrop d = e == -EPROTO ? RX_DROP_NOT_CM
+			   : e == -EOPNOTSUPP ? RX_DROP_UNSUPPORTED
+					       : RX_DROP_MALFORMED;
+		r->counters.rx_drop[d]++;
+		trace_line(r, "RX!", NULL, attr, "", buf->hdr.addr.gid, NULL, rx_drop_name(d));
+		return;
+	}
+
+	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
+	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)
+		ok = rx_route_new(r, buf, len, attr, now, &rt);
+	else
+		ok = rx_route_session(r, buf, attr, now, &rt);
+	if (!ok) {
+		r->counters.rx_drop[rt.drop]++;
+		trace_line(r, "RX!", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid,
+			   rx_drop_name(rt.drop));
+		return;
+	}
+
+	/* Build the frame from zero: nothing stale may reach a client. */
+	memset(&m, 0, sizeof(m));
+	m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
+	memcpy(m.hdr.sgid.raw, rt.local_gid, 16);
+	m.umad_len = (int32_t)len;
+	m.umad.hdr = buf->hdr;
+	memcpy(m.umad.mad, buf->mad, len);
+
+	if (client_queue_mad(rt.client, &m) < 0) {
+		r->counters.rx_drop[RX_DROP_QUEUE_FULL]++;
+		rt.client->stats.rx_dropped++;
+		trace_line(r, "RX!", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid,
+			   rx_drop_name(RX_DROP_QUEUE_FULL));
+		return;
+	}
+	r->counters.rx[cm_attr_to_index(attr)]++;
+	rt.client->stats.rx_mads++;
+	relay_mark_dirty(r, rt.client);
+	trace_line(r, "RX", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid, NULL);
+}
+
+static int on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	Relay *r = userdata;
+	UmadBuffer buf;
+
+	(void)s;
+	(void)fd;
+	(void)revents;
+	for (int n = 0; n < UMAD_BATCH; n++) {
+		size_t len = 0;
+		int e = umad_port_recv(r->port, &buf, &len);
+
+		if (e == -EAGAIN)
+			break;
+		if (e == -EIO || e == -ENODEV || e == -ENXIO) {
+			log_error("the umad device of %s port %d went away (%s): exiting so "
+				  "that it can be restarted when the device is back",
+				  r->port->dev, r->port->port, strerror(-e));
+			(void)sd_event_exit(r->event, -ENODEV);
+			return 0;
+		}
+		if (e < 0) {
+			r->counters.recv_errors++;
+			log_ratelimited(LOG_WARNING, NULL, "receiving from %s port %d failed: %s",
+					r->port->dev, r->port->port, strerror(-e));
+			break;
+		}
+		relay_deliver(r, &buf, len);
+	}
+	relay_flush_dirty(r);
+	relay_schedule_timer(r);
+	return 0;
+}
+
+static int on_session_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	Relay *r = userdata;
+	unsigned n;
+
+	(void)s;
+	r->timer_armed_at = 0;
+	n = session_table_expire(r->sessions, usec, session_owner, r);
+	r->counters.sessions_expired += n;
+	if (n)
+		log_debug("%u sessions expired", n);
+	relay_schedule_timer(r);
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+static void client_free_cb(gpointer p)
+{
+	client_free(p);
+}
+
+int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **ret)
+{
+	Relay *r = g_new0(Relay, 1);
+	int e;
+
+	r->event = sd_event_ref(event);
+	r->port = port;
+	r->cfg = *cfg;
+	if (r->cfg.max_pending == 0)
+		r->cfg.max_pending = 64;
+	if (r->cfg.max_bad_frames == 0)
+		r->cfg.max_bad_frames = 8;
+	r->next_client_id = 1;
+	r->sessions = session_table_new(cfg->timeouts_ms);
+	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, client_free_cb);
+	r->gid_owners = g_hash_table_new_full(gid_key_hash, gid_key_equal, g_free, NULL);
+	r->dirty = g_ptr_array_new();
+	if (!r->sessions) {
+		relay_free(r);
+		return -ENOMEM;
+	}
+	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, on_umad_io, r);
+	if (e >= 0)
+		e = sd_event_add_time(event, &r->timer, CLOCK_MONOTONIC, UINT64_MAX, 1000,
+				      on_session_timer, r);
+	if (e >= 0)
+		e = sd_event_source_set_enabled(r->timer, SD_EVENT_OFF);
+	if (e < 0) {
+		relay_free(r);
+		return e;
+	}
+	*ret = r;
+	return 0;
+}
+
+void relay_free(Relay *r)
+{
+	if (!r)
+		return;
+	sd_event_source_disable_unref(r->umad_io);
+	sd_event_source_disable_unref(r->timer);
+	if (r->clients)
+		g_hash_table_destroy(r->clients);
+	if (r->gid_owners)
+		g_hash_table_destroy(r->gid_owners);
+	if (r->dirty)
+		g_ptr_array_free(r->dirty, TRUE);
+	session_table_free(r->sessions);
+	umad_port_close(r->port);
+	sd_event_unref(r->event);
+	g_free(r);
+}
+
+uint32_t relay_client_count(const Relay *r)
+{
+	return g_hash_table_size(r->clients);
+}
+
+uint32_t relay_gid_count(const Relay *r)
+{
+	return g_hash_table_size(r->gid_owners);
+}
+
+uint32_t relay_session_count(const Relay *r)
+{
+	return session_table_count(r->sessions);
+}
+
+size_t relay_session_memory(const Relay *r)
+{
+	return session_table_memory(r->sessions);
+}
+
+const RelayCounters *relay_counters(const Relay *r)
+{
+	return &r->counters;
+}
+
+void relay_dump_counters(const Relay *r, FILE *f)
+{
+	const RelayCounters *k = &r->counters;
+
+	fprintf(f, "counters for %s port %d:\n", r->port->dev, r->port->port);
+	fprintf(f, "  %-16s %10s %10s\n", "attribute", "tx", "rx");
+	for (int i = 0; i < CM_IDX_COUNT; i++)
+		if (k->tx[i] || k->rx[i])
+			fprintf(f, "  %-16s %10" PRIu64 " %10" PRIu64 "\n",
+				cm_attr_index_name((enum cm_attr_index)i), k->tx[i], k->rx[i]);
+	for (int i = 0; i < RX_DROP_COUNT; i++)
+		if (k->rx_drop[i])
+			fprintf(f, "  rx dropped, %-16s %10" PRIu64 "\n", rx_drop_names[i], k->rx_drop[i]);
+	for (int i = 0; i < TX_REJECT_COUNT; i++)
+		if (k->tx_reject[i])
+			fprintf(f, "  tx refused, %-16s %10" PRIu64 "\n", tx_reject_names[i],
+				k->tx_reject[i]);
+	fprintf(f, "  requests %" PRIu64 ", REG ok %" PRIu64 " refused %" PRIu64
+		   ", UNREG ok %" PRIu64 " refused %" PRIu64 ", bad frames %" PRIu64
+		   ", truncated frames %" PRIu64 "\n",
+		k->requests, k->reg_ok, k->reg_refused, k->unreg_ok, k->unreg_refused,
+		k->bad_frames, k->truncated_frames);
+	fprintf(f, "  clients accepted %" PRIu64 " refused %" PRIu64 " dropped %" PRIu64
+		   ", sessions created %" PRIu64 " expired %" PRIu64 " live %u\n",
+		k->clients_accepted, k->clients_refused, k->clients_dropped,
+		k->sessions_created, k->sessions_expired, session_table_count(r->sessions));
+}

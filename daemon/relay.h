@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The relay: the glue between the umad port, the clients and the sessions.
+ *
+ * It answers client requests (REG, UNREG, MAD, and the extension ops),
+ * validates and rewrites outbound MADs, routes inbound MADs to the right
+ * client, keeps the session table and its timer, and counts everything.
+ * Everything runs on the caller's sd-event loop; nothing here blocks except
+ * the kernel's own umad write (RoCE address resolution, up to 1 s).
+ */
+#ifndef RDMACM_MUX_RELAY_H
+#define RDMACM_MUX_RELAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "cm-codec.h"
+#include "session-table.h"
+#include "umad-port.h"
+
+typedef struct RelayConfig {
+	uint32_t max_clients;
+	uint32_t max_gids;     /* per client */
+	uint32_t max_sessions; /* per client */
+	uint32_t max_queued;   /* per client: inbound MAD frames waiting */
+	uint32_t max_pending;  /* per client: responses waiting before input pauses */
+	uint32_t max_bad_frames; /* consecutive bad frames before disconnect */
+	uint32_t timeouts_ms[SESSION_TIMER_COUNT];
+	bool require_port_gid; /* REG only of GIDs the port has */
+	FILE *trace;	       /* a line per relayed or dropped MAD, or NULL */
+} RelayConfig;
+
+/* Why an inbound MAD was not delivered. */
+typedef enum RxDrop {
+	RX_DROP_STATUS,	       /* header-only status packet (send timeout) */
+	RX_DROP_NOT_CM,	       /* wrong class, version or method */
+	RX_DROP_UNSUPPORTED,   /* ClassPortInfo, SAP, SPR, ... */
+	RX_DROP_MALFORMED,     /* too short for its attribute */
+	RX_DROP_NO_OWNER,      /* REQ/SIDR_REQ for a GID no client has */
+	RX_DROP_NO_SESSION,    /* a comm id or request id we do not know */
+	RX_DROP_QUEUE_FULL,    /* the client's inbound queue is full */
+	RX_DROP_SESSION_QUOTA, /* a new REQ for a client at its quota */
+	RX_DROP_COUNT,
+} RxDrop;
+
+/* Why an outbound MAD was refused. */
+typedef enum TxReject {
+	TX_REJECT_BAD_LENGTH,	  /* umad_len outside 24..256 */
+	TX_REJECT_NOT_CM,	  /* not a CM Send MAD */
+	TX_REJECT_UNSUPPORTED,	  /* an attribute we do not relay */
+	TX_REJECT_MALFORMED,	  /* too short for its attribute */
+	TX_REJECT_FOREIGN_SGID,	  /* sgid not registered by this client */
+	TX_REJECT_NO_SESSION,	  /* comm id unknown in this client's space */
+	TX_REJECT_HIJACK,	  /* answers a session of another client */
+	TX_REJECT_SESSION_QUOTA,  /* the client is at its session quota */
+	TX_REJECT_NO_DESTINATION, /* no destination GID could be found */
+	TX_REJECT_NO_PORT_GID,	  /* sgid is not in the port's GID table */
+	TX_REJECT_SEND_FAILED,	  /* the kernel refused the send */
+	TX_REJECT_COUNT,
+} TxReject;
+
+typedef struct RelayCounters {
+	uint64_t tx[CM_IDX_COUNT];
+	uint64_t rx[CM_IDX_COUNT];
+	uint64_t rx_drop[RX_DROP_COUNT];
+	uint64_t tx_reject[TX_REJECT_COUNT];
+	uint64_t requests;
+	uint64_t reg_ok, reg_refused;
+	uint64_t unreg_ok, unreg_refused;
+	uint64_t bad_frames;
+	uint64_t truncated_frames;
+	uint64_t clients_accepted;
+	uint64_t clients_refused;
+	uint64_t clients_dropped; /* disconnected for garbage or errors */
+	uint64_t sessions_created;
+	uint64_t sessions_expired;
+	uint64_t recv_errors;
+} RelayCounters;
+
+typedef struct Relay Relay;
+
+/**
+ * relay_new() - start relaying on @port (taken over) within @event.
+ * Return: 0 or a negative errno.
+ */
+int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **ret);
+void relay_free(Relay *r);
+
+/**
+ * relay_add_client() - serve a newly accepted connection (fd taken over).
+ * Return: 0; -EUSERS when the client limit is reached (fd closed).
+ */
+int relay_add_client(Relay *r, int fd);
+
+uint32_t relay_client_count(const Relay *r);
+uint32_t relay_gid_count(const Relay *r);
+uint32_t relay_session_count(const Relay *r);
+const RelayCounters *relay_counters(const Relay *r);
+size_t relay_session_memory(const Relay *r);
+
+/* Print every counter, one per line, to @f. */
+void relay_dump_counters(const Relay *r, FILE *f);
+
+const char *rx_drop_name(RxDrop d);
+const char *tx_reject_name(TxReject d);
+
+#endif /* RDMACM_MUX_RELAY_H */

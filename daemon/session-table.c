@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: MIT */
+/* Owns CM session storage, the three lookup indexes, wire id allocation
+ * and the session timers (see session-table.h for the design). */
+#include "session-table.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "util.h"
+
+#define SESSION_F_IN_WIRE 0x01
+#define SESSION_F_IN_CLIENT 0x02
+#define SESSION_F_IN_PEER 0x04
+#define SESSION_F_LIVE 0x80
+
+#define INITIAL_CAPACITY 1024u
+
+struct SessionTable {
+	Session *slots;	  /* slots[handle - 1] */
+	uint32_t capacity; /* a power of two; also the bucket count */
+	uint32_t used;	   /* slots ever handed out (high-water mark) */
+	uint32_t live;
+	uint32_t free_head; /* free slots, chained through next_wire */
+	uint32_t *wire_buckets;
+	uint32_t *client_buckets;
+	uint32_t *peer_buckets;
+	uint32_t timer_head[SESSION_TIMER_COUNT];
+	uint32_t timer_tail[SESSION_TIMER_COUNT];
+	uint32_t timeouts_ms[SESSION_TIMER_COUNT];
+	uint32_t wire_counter;
+	uint32_t wire_xor;
+};
+
+static inline uint32_t ms_ticks(uint64_t usec)
+{
+	return (uint32_t)(usec / 1000u);
+}
+
+/* A 64-bit mixer (splitmix64's finaliser): cheap and well spread. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static inline uint32_t bucket_of(const SessionTable *t, uint64_t hash)
+{
+	return (uint32_t)(hash & (t->capacity - 1));
+}
+
+static uint64_t hash_wire(uint32_t wire_id)
+{
+	return mix64(wire_id);
+}
+
+static uint64_t hash_client(uint32_t client_id, uint32_t comm_id)
+{
+	return mix64(((uint64_t)client_id << 32) | comm_id);
+}
+
+static uint64_t hash_peer(uint32_t peer_comm_id, const uint8_t gid[16])
+{
+	uint64_t a, b;
+
+	memcpy(&a, gid, 8);
+	memcpy(&b, gid + 8, 8);
+	return mix64(mix64(a ^ peer_comm_id) ^ b);
+}
+
+static inline Session *slot(const SessionTable *t, uint32_t h)
+{
+	return &t->slots[h - 1];
+}
+
+Session *session_table_get(SessionTable *t, uint32_t handle)
+{
+	if (handle == 0 || handle > t->used)
+		return NULL;
+	Session *s = slot(t, handle);
+	return (s->flags & SESSION_F_LIVE) ? s : NULL;
+}
+
+uint32_t session_table_count(const SessionTable *t)
+{
+	return t->live;
+}
+
+size_t session_table_memory(const SessionTable *t)
+{
+	return sizeof(*t) + (size_t)t->capacity * (sizeof(Session) + 3 * sizeof(uint32_t));
+}
+
+/* ---- index maintenance ---- */
+
+static void chain_insert(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
+			 size_t next_off)
+{
+	uint32_t b = bucket_of(t, hash);
+	uint32_t *next = (uint32_t *)((uint8_t *)slot(t, h) + next_off);
+
+	*next = buckets[b];
+	buckets[b] = h;
+}
+
+static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
+			 size_t next_off)
+{
+	uint32_t *link = &buckets[bucket_of(t, hash)];
+
+	while (*link) {
+		uint32_t *next = (uint32_t *)((uint8_t *)slot(t, *link) + next_off);
+		if (*link == h) {
+			*link = *next;
+			*next = 0;
+			return;
+		}
+		link = next;
+	}
+}
+
+static void index_wire(SessionTable *t, uint32_t h, bool insert)
+{
+	Session *s = slot(t, h);
+	if (insert)
+		chain_insert(t, t->wire_buckets, hash_wire(s->wire_id), h,
+			     offsetof(Session, next_wire));
+	else
+		chain_remove(t, t->wire_buckets, hash_wire(s->wire_id), h,
+			     offsetof(Session, next_wire));
+}
+
+static void index_client(SessionTable *t, uint32_t h, bool insert)
+{
+	Session *s = slot(t, h);
+	uint64_t hash = hash_client(s->client_id, s->client_comm_id);
+	if (insert)
+		chain_insert(t, t->client_buckets, hash, h, offsetof(Session, next_client));
+	else
+		chain_remove(t, t->client_buckets, hash, h, offsetof(Session, next_client));
+}
+
+static void index_peer(SessionTable *t, uint32_t h, bool insert)
+{
+	Session *s = slot(t, h);
+	uint64_t hash = hash_peer(s->peer_comm_id, s->local_gid);
+	if (insert)
+		chain_insert(t, t->peer_buckets, hash, h, offsetof(Session, next_peer));
+	else
+		chain_remove(t, t->peer_buckets, hash, h, offsetof(Session, next_peer));
+}
+
+/* Rebuild every index for the current capacity (after the array grew). */
+static void reindex_all(SessionTable *t)
+{
+	memset(t->wire_buckets, 0, t->capacity * sizeof(uint32_t));
+	memset(t->client_buckets, 0, t->capacity * sizeof(uint32_t));
+	memset(t->peer_buckets, 0, t->capacity * sizeof(uint32_t));
+	for (uint32_t h = 1; h <= t->used; h++) {
+		Session *s = slot(t, h);
+		if (!(s->flags & SESSION_F_LIVE))
+			continue;
+		if (s->flags & SESSION_F_IN_WIRE)
+			index_wire(t, h, true);
+		if (s->flags & SESSION_F_IN_CLIENT)
+			index_client(t, h, true);
+		if (s->flags & SESSION_F_IN_PEER)
+			index_peer(t, h, true);
+	}
+}
+
+static int grow(SessionTable *t)
+{
+	uint32_t cap = t->capacity ? t->capacity * 2 : INITIAL_CAPACITY;
+	Session *slots;
+	uint32_t *w, *c, *p;
+
+	if (cap == 0 || cap > (1u << 30))
+		return -ENOMEM;
+	slots = realloc(t->slots, (size_t)cap * sizeof(Session));
+	if (!slots)
+		return -ENOMEM;
+	t->slots = slots;
+	w = calloc(cap, sizeof(uint32_t));
+	c = calloc(cap, sizeof(uint32_t));
+	p = calloc(cap, sizeof(uint32_t));
+	if (!w || !c || !p) {
+		free(w);
+		free(c);
+		free(p);
+		return -ENOMEM;
+	}
+	free(t->wire_buckets);
+	free(t->client_buckets);
+	free(t->peer_buckets);
+	t->wire_buckets = w;
+	t->client_buckets = c;
+	t->peer_buckets = p;
+	t->capacity = cap;
+	reindex_all(t);
+	return 0;
+}
+
+SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
+{
+	SessionTable *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	memcpy(t->timeouts_ms, timeouts_ms, sizeof(t->timeouts_ms));
+	/* Like ib_cm: a random XOR hides the counter from the fabric. */
+	if (getrandom(&t->wire_xor, sizeof(t->wire_xor), GRND_NONBLOCK) != sizeof(t->wire_xor))
+		t->wire_xor = (uint32_t)(now_usec() * 2654435761u);
+	if (getrandom(&t->wire_counter, sizeof(t->wire_counter), GRND_NONBLOCK) !=
+	    sizeof(t->wire_counter))
+		t->wire_counter = 1;
+	if (grow(t) < 0) {
+		session_table_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void session_table_free(SessionTable *t)
+{
+	if (!t)
+		return;
+	free(t->slots);
+	free(t->wire_buckets);
+	free(t->client_buckets);
+	free(t->peer_buckets);
+	free(t);
+}
+
+/* ---- timers ---- */
+
+static void timer_unlink(SessionTable *t, uint32_t h)
+{
+	Session *s = slot(t, h);
+	unsigned k = s->timer;
+
+	if (k == SESSION_TIMER_NONE)
+		return;
+	if (s->timer_prev)
+		slot(t, s->timer_prev)->timer_next = s->timer_next;
+	else
+		t->timer_head[k] = s->timer_next;
+	if (s->timer_next)
+		slot(t, s->timer_next)->timer_prev = s->timer_prev;
+	else
+		t->timer_tail[k] = s->timer_prev;
+	s->timer_prev = s->timer_next = 0;
+	s->timer = SESSION_TIMER_NONE;
+}
+
+void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now)
+{
+	Session *s = session_table_get(t, handle);
+
+	if (!s)
+		return;
+	timer_unlink(t, handle);
+	if (kind == SESSION_TIMER_NONE || kind >= SESSION_TIMER_COUNT)
+		return;
+	/* Appending keeps each list sorted: same duration, monotonic now. */
+	s->timer = (uint8_t)kind;
+	s->deadline_ms = ms_ticks(now) + t->timeouts_ms[kind];
+	s->timer_next = 0;
+	s->timer_prev = t->timer_tail[kind];
+	if (s->timer_prev)
+		slot(t, s->timer_prev)->timer_next = handle;
+	else
+		t->timer_head[kind] = handle;
+	t->timer_tail[kind] = handle;
+}
+
+uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now)
+{
+	uint64_t best = UINT64_MAX;
+	uint32_t now_ms = ms_ticks(now);
+
+	for (unsigned k = 1; k < SESSION_TIMER_COUNT; k++) {
+		uint32_t h = t->timer_head[k];
+		int32_t left;
+		uint64_t at;
+
+		if (!h)
+			continue;
+		left = (int32_t)(slot(t, h)->deadline_ms - now_ms);
+		at = left <= 0 ? now : (now / 1000u + (uint64_t)left) * 1000u;
+		if (at < best)
+			best = at;
+	}
+	return best;
+}
+
+unsigned session_table_expire(SessionTable *t, uint64_t now, SessionOwnerFn owner_of,
+			      void *userdata)
+{
+	uint32_t now_ms = ms_ticks(now);
+	unsigned n = 0;
+
+	for (unsigned k = 1; k < SESSION_TIMER_COUNT; k++) {
+		uint32_t h;
+
+		while ((h = t->timer_head[k]) != 0 &&
+		       (int32_t)(slot(t, h)->deadline_ms - now_ms) <= 0) {
+			SessionList *owner = owner_of(userdata, slot(t, h)->client_id);
+			session_table_remove(t, owner, h);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* ---- life cycle ---- */
+
+uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_id,
+			   SessionState state)
+{
+	uint32_t h;
+	Session *s;
+
+	if (t->free_head) {
+		h = t->free_head;
+		t->free_head = slot(t, h)->next_wire;
+	} else {
+		if (t->used == t->capacity && grow(t) < 0)
+			return 0;
+		h = ++t->used;
+	}
+	s = slot(t, h);
+	memset(s, 0, sizeof(*s));
+	s->client_id = client_id;
+	s->state = (uint8_t)state;
+	s->flags = SESSION_F_LIVE;
+	/* Link at the head of the owner's list. */
+	s->owner_next = owner->head;
+	if (owner->head)
+		slot(t, owner->head)->owner_prev = h;
+	owner->head = h;
+	owner->count++;
+	t->live++;
+	return h;
+}
+
+void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle)
+{
+	Session *s = session_table_get(t, handle);
+
+	if (!s)
+		return;
+	timer_unlink(t, handle);
+	if (s->flags & SESSION_F_IN_WIRE)
+		index_wire(t, handle, false);
+	if (s->flags & SESSION_F_IN_CLIENT)
+		index_client(t, handle, false);
+	if (s->flags & SESSION_F_IN_PEER)
+		index_peer(t, handle, false);
+	if (owner) {
+		if (s->owner_prev)
+			slot(t, s->owner_prev)->owner_next = s->owner_next;
+		else
+			owner->head = s->owner_next;
+		if (s->owner_next)
+			slot(t, s->owner_next)->owner_prev = s->owner_prev;
+		owner->count--;
+	}
+	/* Scrub the slot so nothing of this client survives in it. */
+	memset(s, 0, sizeof(*s));
+	s->next_wire = t->free_head;
+	t->free_head = handle;
+	t->live--;
+}
+
+void session_table_remove_all(SessionTable *t, SessionList *owner)
+{
+	while (owner->head)
+		session_table_remove(t, owner, owner->head);
+}
+
+/* ---- keys ---- */
+
+uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
+{
+	Session *s = session_table_get(t, handle);
+	uint32_t id;
+
+	if (!s)
+		return 0;
+	if (s->flags & SESSION_F_IN_WIRE)
+		return s->wire_id;
+	do
+		id = t->wire_counter++ ^ t->wire_xor;
+	while (id == 0 || session_table_lookup_wire_id(t, id) != 0);
+	s->wire_id = id;
+	s->flags |= SESSION_F_IN_WIRE;
+	index_wire(t, handle, true);
+	return id;
+}
+
+void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id)
+{
+	Session *s = session_table_get(t, handle);
+
+	if (!s)
+		return;
+	if (s->flags & SESSION_F_IN_CLIENT)
+		index_client(t, handle, false);
+	s->client_comm_id = comm_id;
+	s->flags |= SESSION_F_IN_CLIENT;
+	index_client(t, handle, true);
+}
+
+void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
+			    const uint8_t local_gid[16], const uint8_t peer_gid[16])
+{
+	Session *s = session_table_get(t, handle);
+
+	if (!s)
+		return;
+	if (s->flags & SESSION_F_IN_PEER)
+		index_peer(t, handle, false);
+	s->peer_comm_id = peer_comm_id;
+	memcpy(s->local_gid, local_gid, 16);
+	if (peer_gid)
+		memcpy(s->peer_gid, peer_gid, 16);
+	s->flags |= SESSION_F_IN_PEER;
+	index_peer(t, handle, true);
+}
+
+uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id)
+{
+	uint32_t h = t->wire_buckets[bucket_of(t, hash_wire(wire_id))];
+
+	for (; h; h = slot(t, h)->next_wire)
+		if (slot(t, h)->wire_id == wire_id)
+			return h;
+	return 0;
+}
+
+uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id,
+					     uint32_t comm_id)
+{
+	uint32_t h = t->client_buckets[bucket_of(t, hash_client(client_id, comm_id))];
+
+	for (; h; h = slot(t, h)->next_client) {
+		const Session *s = slot(t, h);
+		if (s->client_id == client_id && s->client_comm_id == comm_id)
+			return h;
+	}
+	return 0;
+}
+
+uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
+				   const uint8_t local_gid[16], const uint8_t *peer_gid)
+{
+	uint32_t h = t->peer_buckets[bucket_of(t, hash_peer(peer_comm_id, local_gid))];
+
+	for (; h; h = slot(t, h)->next_peer) {
+		const Session *s = slot(t, h);
+		if (s->peer_comm_id == peer_comm_id && gid_equal(s->local_gid, local_gid) &&
+		    (!peer_gid || gid_equal(s->peer_gid, peer_gid)))
+			return h;
+	}
+	return 0;
+}
+
+const char *session_state_name(SessionState st)
+{
+	static const char *const names[SESSION_STATE_COUNT] = {
+		[SESSION_REQ_SENT] = "req-sent",
+		[SESSION_REQ_RCVD] = "req-rcvd",
+		[SESSION_REP_SENT] = "rep-sent",
+		[SESSION_REP_RCVD] = "rep-rcvd",
+		[SESSION_ESTABLISHED] = "established",
+		[SESSION_CLOSING] = "closing",
+		[SESSION_SIDR_SENT] = "sidr-sent",
+		[SESSION_SIDR_RCVD] = "sidr-rcvd",
+	};
+	return (unsigned)st < SESSION_STATE_COUNT ? names[st] : "?";
+}
+
+const char *session_timer_name(SessionTimer k)
+{
+	static const char *const names[SESSION_TIMER_COUNT] = {
+		[SESSION_TIMER_NONE] = "none",
+		[SESSION_TIMER_HANDSHAKE] = "handshake",
+		[SESSION_TIMER_CLOSING] = "closing",
+		[SESSION_TIMER_SIDR] = "sidr",
+	};
+	return (unsigned)k < SESSION_TIMER_COUNT ? names[k] : "?";
+}

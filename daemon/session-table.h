@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session table: CM sessions, comm id remapping, and their timers.
+ *
+ * A session is one CM connection (or SIDR query) of one client. The daemon
+ * gives each session it originates a daemon-unique "wire id" that replaces
+ * the client's LocalCommID on the wire (the mlx4 SR-IOV scheme), so every
+ * client has its own comm id namespace.
+ *
+ * Three indexes, all O(1):
+ *   wire id                       -> session (RX routing by RemoteCommID)
+ *   (client id, client comm id)   -> session (TX: retransmissions, RTU...)
+ *   (peer comm id, local GID)     -> session (a peer's REQ/SIDR_REQ: its
+ *                                    duplicates, our client's REP/REJ/MRA,
+ *                                    and REJ/MRA with RemoteCommID 0)
+ *
+ * Memory matters (a host can hold a million sessions): sessions live in
+ * one growable array and are named by a 32-bit handle (index + 1, 0 means
+ * none); the indexes are chained hash tables of 32-bit handles; timers are
+ * one FIFO list per timer kind, which is sorted by deadline for free
+ * because every timer of a kind has the same duration. No allocation
+ * happens per session except when the array doubles.
+ *
+ * Time is passed in by the caller (monotonic microseconds), which keeps the
+ * table pure and lets tests step time. Deadlines are kept as 32-bit
+ * millisecond ticks compared with wrap-around arithmetic, so timers up to
+ * 24 days work for any uptime.
+ *
+ * A Session pointer is valid only until the next session_table_add().
+ */
+#ifndef RDMACM_MUX_SESSION_TABLE_H
+#define RDMACM_MUX_SESSION_TABLE_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum SessionState {
+	SESSION_REQ_SENT,    /* our client sent a REQ */
+	SESSION_REQ_RCVD,    /* a peer's REQ went to our client */
+	SESSION_REP_SENT,    /* our client answered with REP */
+	SESSION_REP_RCVD,    /* the peer answered our client's REQ */
+	SESSION_ESTABLISHED, /* RTU seen: quiet for hours, no timer */
+	SESSION_CLOSING,     /* DREQ, DREP or REJ seen: removal pending */
+	SESSION_SIDR_SENT,   /* our client's SIDR_REQ */
+	SESSION_SIDR_RCVD,   /* a peer's SIDR_REQ went to our client */
+	SESSION_STATE_COUNT,
+} SessionState;
+
+typedef enum SessionTimer {
+	SESSION_TIMER_NONE,
+	SESSION_TIMER_HANDSHAKE, /* idle timer of a half-open handshake */
+	SESSION_TIMER_CLOSING,	 /* removal after DREQ/DREP/REJ */
+	SESSION_TIMER_SIDR,	 /* a SIDR query's lifetime */
+	SESSION_TIMER_COUNT,
+} SessionTimer;
+
+typedef struct Session {
+	uint32_t wire_id;	 /* 0 until assigned */
+	uint32_t client_comm_id; /* 0 until the client used one */
+	uint32_t peer_comm_id;	 /* 0 until known */
+	uint32_t client_id;
+	uint32_t deadline_ms; /* table ticks, valid while timer != NONE */
+	uint32_t next_wire, next_client, next_peer; /* hash chains */
+	uint32_t timer_prev, timer_next;
+	uint32_t owner_prev, owner_next;
+	uint8_t state;	/* SessionState */
+	uint8_t timer;	/* SessionTimer */
+	uint8_t flags;	/* SESSION_F_* */
+	uint8_t reserved;
+	uint8_t local_gid[16]; /* our client's GID in this session */
+	uint8_t peer_gid[16];  /* the remote end's GID, zero if unknown */
+} Session;
+
+/* The per-client list of sessions; the client owns it. */
+typedef struct SessionList {
+	uint32_t head;
+	uint32_t count;
+} SessionList;
+
+typedef struct SessionTable SessionTable;
+
+/* Called for every session a timer removes; returns its owner's list. */
+typedef SessionList *(*SessionOwnerFn)(void *userdata, uint32_t client_id);
+
+/**
+ * session_table_new() - create an empty table.
+ * @timeouts_ms: duration of each SessionTimer kind, in milliseconds
+ *               (index SESSION_TIMER_NONE is ignored); each < 2^31
+ */
+SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT]);
+void session_table_free(SessionTable *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SessionTable, session_table_free)
+
+Session *session_table_get(SessionTable *t, uint32_t handle);
+uint32_t session_table_count(const SessionTable *t);
+/* Bytes the table holds (array + indexes), for the benchmark and status. */
+size_t session_table_memory(const SessionTable *t);
+
+/**
+ * session_table_add() - create a session owned by @client_id.
+ *
+ * Return: the handle (> 0), or 0 when memory ran out.
+ */
+uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_id,
+			   SessionState state);
+
+/* Remove one session from every index, its timer and its owner's list. */
+void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle);
+/* Remove all of a client's sessions (the client left). */
+void session_table_remove_all(SessionTable *t, SessionList *owner);
+
+/* Allocate a fresh wire id (cyclic, random XOR, never 0, never live). */
+uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle);
+void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id);
+void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
+			    const uint8_t local_gid[16], const uint8_t peer_gid[16]);
+
+uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id);
+uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id,
+					     uint32_t comm_id);
+/**
+ * session_table_lookup_peer() - find the session of a peer's comm id.
+ * @peer_gid: the peer's GID, or NULL when the caller does not know it
+ *            (QEMU clients never tell us their destination)
+ */
+uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
+				   const uint8_t local_gid[16], const uint8_t *peer_gid);
+
+/* (Re)arm a session's timer of @kind from @now (usec); NONE disarms it. */
+void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now);
+
+/* Monotonic time (usec) of the earliest deadline, or UINT64_MAX. */
+uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now);
+
+/**
+ * session_table_expire() - remove every session whose timer ran out.
+ * Return: the number removed.
+ */
+unsigned session_table_expire(SessionTable *t, uint64_t now, SessionOwnerFn owner_of,
+			      void *userdata);
+
+const char *session_state_name(SessionState s);
+const char *session_timer_name(SessionTimer k);
+
+#endif /* RDMACM_MUX_SESSION_TABLE_H */

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the sysfs GID table reader, on a tree made in a temp dir
+ * and pointed to by SYSFS_PATH, the same way the simulated fabric does. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gid-table.h"
+#include "util.h"
+
+typedef struct Fixture {
+	char *root;
+	char *port_dir;
+} Fixture;
+
+static void write_entry(Fixture *f, unsigned k, const char *gid_sysfs, const char *type)
+{
+	g_autofree char *gp = g_strdup_printf("%s/gids/%u", f->port_dir, k);
+	g_autofree char *tp = g_strdup_printf("%s/gid_attrs/types/%u", f->port_dir, k);
+
+	g_assert_true(g_file_set_contents(gp, gid_sysfs, -1, NULL));
+	if (type)
+		g_assert_true(g_file_set_contents(tp, type, -1, NULL));
+	else
+		g_unlink(tp);
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	f->root = g_dir_make_tmp("gidtable-XXXXXX", NULL);
+	f->port_dir = g_strdup_printf("%s/class/infiniband/simX/ports/1", f->root);
+	g_autofree char *gids = g_strdup_printf("%s/gids", f->port_dir);
+	g_autofree char *types = g_strdup_printf("%s/gid_attrs/types", f->port_dir);
+	g_assert_cmpint(g_mkdir_with_parents(gids, 0755), ==, 0);
+	g_assert_cmpint(g_mkdir_with_parents(types, 0755), ==, 0);
+	/* The kernel's format: eight groups of four hex digits. */
+	write_entry(f, 0, "fe80:0000:0000:0000:0000:0000:0000:000a\n", "RoCE v2\n");
+	write_entry(f, 1, "0000:0000:0000:0000:0000:ffff:0a00:0001\n", "IB/RoCE v1\n");
+	write_entry(f, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001\n", "RoCE v2\n");
+	write_entry(f, 3, "0000:0000:0000:0000:0000:0000:0000:0000\n", NULL);
+	g_setenv("SYSFS_PATH", f->root, TRUE);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->root);
+	(void)data;
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->root);
+	g_free(f->port_dir);
+}
+
+static void test_reads_and_prefers_roce_v2(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GidTable) t = NULL;
+	uint8_t gid[16];
+	(void)f;
+	(void)data;
+
+	g_assert_cmpint(gid_table_open("simX", 1, &t), ==, 0);
+	g_assert_cmpuint(gid_table_size(t), ==, 4);
+	g_assert_cmpint(gid_from_string("::ffff:10.0.0.1", gid), ==, 0);
+	/* v1 and v2 entries of one address: send from the v2 one. */
+	g_assert_cmpint(gid_table_find(t, gid), ==, 2);
+	g_assert_cmpint(gid_from_string("fe80::a", gid), ==, 0);
+	g_assert_cmpint(gid_table_find(t, gid), ==, 0);
+	g_assert_nonnull(gid_table_get(t, 2));
+	g_assert_cmpmem(gid_table_get(t, 1), 16, gid_table_get(t, 2), 16);
+	g_assert_null(gid_table_get(t, 3)); /* an empty entry */
+	g_assert_null(gid_table_get(t, 99));
+}
+
+static void test_reloads_on_miss(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GidTable) t = NULL;
+	uint8_t gid[16];
+	unsigned gen;
+	(void)data;
+
+	g_assert_cmpint(gid_table_open("simX", 1, &t), ==, 0);
+	gen = gid_table_generation(t);
+	g_assert_cmpint(gid_from_string("::ffff:10.0.1.7", gid), ==, 0);
+	g_assert_cmpint(gid_table_find(t, gid), ==, -ENOENT);
+
+	/* An address appears (an IP was added); a miss re-reads the table
+	 * once the minimum interval has passed. */
+	write_entry(f, 3, "0000:0000:0000:0000:0000:ffff:0a00:0107\n", "RoCE v2\n");
+	g_usleep(GID_TABLE_RELOAD_MIN_USEC + 10000);
+	g_assert_cmpint(gid_table_find(t, gid), ==, 3);
+	g_assert_cmpuint(gid_table_generation(t), !=, gen);
+}
+
+static void test_missing_port(Fixture *f, gconstpointer data)
+{
+	GidTable *t = NULL;
+	(void)f;
+	(void)data;
+
+	g_assert_cmpint(gid_table_open("simX", 2, &t), ==, -ENOENT);
+	g_assert_null(t);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add("/gid-table/read", Fixture, NULL, fixture_setup, test_reads_and_prefers_roce_v2,
+		   fixture_teardown);
+	g_test_add("/gid-table/reload-on-miss", Fixture, NULL, fixture_setup, test_reloads_on_miss,
+		   fixture_teardown);
+	g_test_add("/gid-table/missing-port", Fixture, NULL, fixture_setup, test_missing_port,
+		   fixture_teardown);
+	return g_test_run();
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the session table: indexes, wire ids, timers, owners. */
+#include <glib.h>
+#include <string.h>
+
+#include "session-table.h"
+
+#define SEC 1000000ull
+
+static const uint32_t timeouts[SESSION_TIMER_COUNT] = {
+	[SESSION_TIMER_HANDSHAKE] = 1000,
+	[SESSION_TIMER_CLOSING] = 3000,
+	[SESSION_TIMER_SIDR] = 500,
+};
+
+static const uint8_t gid_a[16] = { [10] = 0xff, [11] = 0xff, [12] = 10, [15] = 1 };
+static const uint8_t gid_b[16] = { [10] = 0xff, [11] = 0xff, [12] = 10, [15] = 2 };
+
+typedef struct Owners {
+	SessionList lists[4];
+} Owners;
+
+static SessionList *owner_of(void *ud, uint32_t client_id)
+{
+	Owners *o = ud;
+	return client_id < 4 ? &o->lists[client_id] : NULL;
+}
+
+static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t h1, h2, w1, w2;
+
+	h1 = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT);
+	session_table_set_client_comm_id(t, h1, 0x1234);
+	session_table_set_client_comm_id(t, h2, 0x1234);
+	w1 = session_table_assign_wire_id(t, h1);
+	w2 = session_table_assign_wire_id(t, h2);
+	g_assert_cmpuint(w1, !=, 0);
+	g_assert_cmpuint(w2, !=, 0);
+	g_assert_cmpuint(w1, !=, w2);
+	/* Assigning again keeps the id: retransmissions map to one id. */
+	g_assert_cmpuint(session_table_assign_wire_id(t, h1), ==, w1);
+
+	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 1, 0x1234), ==, h1);
+	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 2, 0x1234), ==, h2);
+	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 3, 0x1234), ==, 0);
+	g_assert_cmpuint(session_table_lookup_wire_id(t, w1), ==, h1);
+	g_assert_cmpuint(session_table_lookup_wire_id(t, w2), ==, h2);
+	g_assert_cmpuint(session_table_count(t), ==, 2);
+}
+
+static void test_peer_index_matches_gid_and_optional_peer(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_RCVD);
+
+	session_table_set_peer(t, h, 0xabcdef01, gid_a, gid_b);
+	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef01, gid_a, gid_b), ==, h);
+	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef01, gid_a, NULL), ==, h);
+	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef01, gid_b, NULL), ==, 0);
+	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef01, gid_a, gid_a), ==, 0);
+	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef02, gid_a, NULL), ==, 0);
+}
+
+static void test_remove_all_scrubs_every_index(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t wires[100];
+
+	for (uint32_t i = 0; i < 100; i++) {
+		uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+		session_table_set_client_comm_id(t, h, i + 1);
+		wires[i] = session_table_assign_wire_id(t, h);
+		session_table_set_peer(t, h, 1000 + i, gid_a, gid_b);
+		session_table_arm(t, h, SESSION_TIMER_HANDSHAKE, 10 * SEC);
+	}
+	session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT);
+	g_assert_cmpuint(o.lists[1].count, ==, 100);
+	session_table_remove_all(t, &o.lists[1]);
+	g_assert_cmpuint(o.lists[1].count, ==, 0);
+	g_assert_cmpuint(o.lists[1].head, ==, 0);
+	g_assert_cmpuint(session_table_count(t), ==, 1);
+	for (uint32_t i = 0; i < 100; i++) {
+		g_assert_cmpuint(session_table_lookup_wire_id(t, wires[i]), ==, 0);
+		g_assert_cmpuint(session_table_lookup_client_comm_id(t, 1, i + 1), ==, 0);
+		g_assert_cmpuint(session_table_lookup_peer(t, 1000 + i, gid_a, NULL), ==, 0);
+	}
+	/* No timer is left behind for removed sessions. */
+	g_assert_cmpuint(session_table_next_deadline(t, 10 * SEC), ==, UINT64_MAX);
+}
+
+static void test_timers_expire_in_order_and_rearm(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint64_t now = 100 * SEC;
+	uint32_t a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+	uint32_t b = session_table_add(t, &o.lists[1], 1, SESSION_CLOSING);
+	uint32_t c = session_table_add(t, &o.lists[2], 2, SESSION_ESTABLISHED);
+
+	session_table_arm(t, a, SESSION_TIMER_HANDSHAKE, now);		/* +1 s */
+	session_table_arm(t, b, SESSION_TIMER_CLOSING, now);		/* +3 s */
+	session_table_arm(t, c, SESSION_TIMER_NONE, now);		/* never */
+	g_assert_cmpuint(session_table_next_deadline(t, now), ==, now + 1 * SEC);
+
+	/* Re-arming a (a duplicate arrived) pushes its deadline out. */
+	session_table_arm(t, a, SESSION_TIMER_HANDSHAKE, now + SEC / 2);
+	g_assert_cmpuint(session_table_expire(t, now + SEC, owner_of, &o), ==, 0);
+	g_assert_cmpuint(session_table_expire(t, now + SEC * 3 / 2, owner_of, &o), ==, 1);
+	g_assert_null(session_table_get(t, a));
+	g_assert_nonnull(session_table_get(t, b));
+	g_assert_cmpuint(session_table_expire(t, now + 3 * SEC, owner_of, &o), ==, 1);
+	g_assert_cmpuint(o.lists[1].count, ==, 0);
+	/* The established session has no timer and survives any idle time. */
+	g_assert_cmpuint(session_table_expire(t, now + 3600 * SEC, owner_of, &o), ==, 0);
+	g_assert_nonnull(session_table_get(t, c));
+	g_assert_cmpuint(session_table_count(t), ==, 1);
+}
+
+static void test_timers_survive_tick_wraparound(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	/* 2^32 ms ticks is 49.7 days; start just before the wrap. */
+	uint64_t now = (((uint64_t)1 << 32) - 200) * 1000ull;
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+
+	session_table_arm(t, h, SESSION_TIMER_HANDSHAKE, now);
+	g_assert_cmpuint(session_table_expire(t, now + SEC / 2, owner_of, &o), ==, 0);
+	g_assert_cmpuint(session_table_expire(t, now + SEC, owner_of, &o), ==, 1);
+}
+
+static void test_growth_keeps_every_key(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	const uint32_t n = 50000;
+	g_autofree uint32_t *wires = g_new(uint32_t, n);
+	GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t h = session_table_add(t, &o.lists[i % 4], i % 4, SESSION_REQ_SENT);
+		g_assert_cmpuint(h, !=, 0);
+		session_table_set_client_comm_id(t, h, i / 4 + 1);
+		wires[i] = session_table_assign_wire_id(t, h);
+		g_assert_false(g_hash_table_contains(seen, GUINT_TO_POINTER(wires[i])));
+		g_hash_table_add(seen, GUINT_TO_POINTER(wires[i]));
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t h = session_table_lookup_wire_id(t, wires[i]);
+		Session *s = session_table_get(t, h);
+		g_assert_nonnull(s);
+		g_assert_cmpuint(s->client_id, ==, i % 4);
+		g_assert_cmpuint(s->client_comm_id, ==, i / 4 + 1);
+		g_assert_cmpuint(session_table_lookup_client_comm_id(t, i % 4, i / 4 + 1), ==, h);
+	}
+	/* The memory budget: under 128 bytes per live session. */
+	g_assert_cmpuint(session_table_memory(t) / n, <, 128 * 2);
+	g_assert_cmpuint(sizeof(Session) + 3 * sizeof(uint32_t), <=, 128);
+	g_hash_table_unref(seen);
+}
+
+static void test_slot_reuse_does_not_leak_state(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+	uint32_t w, h2;
+	Session *s;
+
+	session_table_set_client_comm_id(t, h, 77);
+	w = session_table_assign_wire_id(t, h);
+	session_table_set_peer(t, h, 5, gid_a, gid_b);
+	session_table_remove(t, &o.lists[1], h);
+	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_RCVD);
+	g_assert_cmpuint(h2, ==, h); /* the slot is reused... */
+	s = session_table_get(t, h2);
+	/* ...and holds nothing of its previous owner. */
+	g_assert_cmpuint(s->wire_id, ==, 0);
+	g_assert_cmpuint(s->client_comm_id, ==, 0);
+	g_assert_cmpuint(s->peer_comm_id, ==, 0);
+	g_assert_true(s->peer_gid[15] == 0 && s->local_gid[15] == 0);
+	g_assert_cmpuint(session_table_lookup_wire_id(t, w), ==, 0);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/session-table/namespaces", test_two_clients_same_comm_id_get_distinct_wire_ids);
+	g_test_add_func("/session-table/peer-index", test_peer_index_matches_gid_and_optional_peer);
+	g_test_add_func("/session-table/remove-all", test_remove_all_scrubs_every_index);
+	g_test_add_func("/session-table/timers", test_timers_expire_in_order_and_rearm);
+	g_test_add_func("/session-table/timer-wraparound", test_timers_survive_tick_wraparound);
+	g_test_add_func("/session-table/growth", test_growth_keeps_every_key);
+	g_test_add_func("/session-table/slot-reuse", test_slot_reuse_does_not_leak_state);
+	return g_test_run();
+}

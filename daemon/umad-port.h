@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The umad port: the daemon's one agent for the CM class on DEV/PORT.
+ *
+ * Wraps libibumad: open the port, register CM class 0x07 version 2 with the
+ * Send method, send with timeout_ms=0 (the kernel then never queues the
+ * header-only ETIMEDOUT echo), and receive without blocking. Also knows the
+ * port's link layer and its GID table.
+ */
+#ifndef RDMACM_MUX_UMAD_PORT_H
+#define RDMACM_MUX_UMAD_PORT_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gid-table.h"
+#include "rdmacm-mux-proto.h"
+
+/* A umad buffer: the 64-byte header followed by one MAD. */
+typedef struct UmadBuffer {
+	struct rdmacm_mux_umad_hdr hdr;
+	uint8_t mad[RDMACM_MUX_MAD_SIZE];
+} UmadBuffer;
+
+typedef struct UmadPort {
+	char *dev;
+	int port;
+	int fd; /* libibumad's portid, which is the fd */
+	int agent_id;
+	bool roce;    /* Ethernet link layer: every send needs a GRH */
+	uint16_t lid; /* IB only */
+	GidTable *gids;
+} UmadPort;
+
+/**
+ * umad_port_open() - open @dev/@port and register as its CM agent.
+ *
+ * Logs the reason on failure, with what the operator can do about it,
+ * because only this function knows which step failed.
+ *
+ * Return: 0; -EBUSY when the CM class is already owned (ib_cm); -ENODEV
+ * when the device or port does not exist; another negative errno.
+ */
+int umad_port_open(const char *dev, int port, UmadPort **ret);
+void umad_port_close(UmadPort *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
+
+/**
+ * umad_port_send() - send one MAD; @buf->hdr.addr must be complete.
+ * Return: 0, or the negative errno of the kernel's write().
+ */
+int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len);
+
+/**
+ * umad_port_recv() - take one received MAD without blocking.
+ * @mad_len: out, MAD bytes (24 for a header-only status packet)
+ * Return: 0; -EAGAIN when the queue is empty; -EIO when the device is
+ * gone; another negative errno.
+ */
+int umad_port_recv(UmadPort *p, UmadBuffer *buf, size_t *mad_len);
+
+#endif /* RDMACM_MUX_UMAD_PORT_H */

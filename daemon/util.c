@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* Owns the small shared helpers declared in util.h: GID text and time. */
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <time.h>
+
+const char *gid_to_string(const uint8_t gid[GID_LEN], char buf[GID_STR_LEN])
+{
+	if (!inet_ntop(AF_INET6, gid, buf, GID_STR_LEN))
+		snprintf(buf, GID_STR_LEN, "<bad gid>");
+	return buf;
+}
+
+int gid_from_string(const char *s, uint8_t gid[GID_LEN])
+{
+	if (!s || inet_pton(AF_INET6, s, gid) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+uint64_t now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}

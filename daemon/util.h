@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by every daemon unit, and the error contract.
+ *
+ * Error contract (the whole daemon follows it):
+ *   - A function that can fail returns 0 (or a non-negative result) on
+ *     success and a negative errno on failure. It never sets errno as its
+ *     way of reporting, and it never returns -1 meaning "look at errno".
+ *   - A failure is logged exactly once, by the code that decides what to do
+ *     about it (drop a MAD, answer a client with an error, exit). Lower
+ *     layers return the errno and stay quiet, unless they hold context the
+ *     caller cannot have; then they log and the caller does not.
+ *   - Client and wire input is hostile: a bad input is an expected outcome
+ *     with a counter and an error response, not an assertion.
+ *   - assert() is only for our own invariants.
+ *
+ * Naming: types are CamelCase, functions are unit_verb_object().
+ */
+#ifndef RDMACM_MUX_UTIL_H
+#define RDMACM_MUX_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A GID is 16 bytes in network order, everywhere in the daemon. */
+#define GID_LEN 16
+/* Room for "ffff:ffff:...": inet_ntop's IPv6 maximum. */
+#define GID_STR_LEN 46
+
+static inline void close_fdp(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		(void)close(*fd);
+		errno = saved;
+	}
+}
+/* An fd closed when it goes out of scope; -1 means "no fd". */
+#define _cleanup_fd_ __attribute__((cleanup(close_fdp)))
+
+/* Hand an owned fd over, leaving -1 behind so the cleanup skips it. */
+static inline int fd_steal(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+
+static inline bool gid_is_zero(const uint8_t gid[GID_LEN])
+{
+	static const uint8_t zero[GID_LEN];
+	return memcmp(gid, zero, GID_LEN) == 0;
+}
+
+static inline bool gid_equal(const uint8_t a[GID_LEN], const uint8_t b[GID_LEN])
+{
+	return memcmp(a, b, GID_LEN) == 0;
+}
+
+/* Big-endian loads and stores on unaligned byte buffers (MAD fields). */
+static inline uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t get_be32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+	       ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/**
+ * gid_to_string() - format a GID the way inet_ntop formats IPv6.
+ * @gid: 16 bytes, network order
+ * @buf: at least GID_STR_LEN bytes
+ *
+ * Return: @buf, always NUL-terminated.
+ */
+const char *gid_to_string(const uint8_t gid[GID_LEN], char buf[GID_STR_LEN]);
+
+/**
+ * gid_from_string() - parse an IPv6-style GID ("::ffff:10.0.0.1",
+ * "fe80::1", or sysfs's "fe80:0000:...:0001").
+ *
+ * Return: 0, or -EINVAL.
+ */
+int gid_from_string(const char *s, uint8_t gid[GID_LEN]);
+
+/* Monotonic clock in microseconds. */
+uint64_t now_usec(void);
+
+#endif /* RDMACM_MUX_UTIL_H */
