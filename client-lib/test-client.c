@@ -1,0 +1,1341 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librdmacm-mux against a fake daemon. Each test binds a UNIX socket in a
+ * fresh temporary directory and runs a short server script in a thread;
+ * the test body drives the library through its public API only (the test
+ * links the shared library, so it sees exactly the exported ABI).
+ *
+ * The fake daemon builds and checks frames with test-golden.h, i.e. from the
+ * wire table and not from our structs, so these tests also pin what the
+ * library puts on the wire.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rdmacm-mux.h"
+#include "test-golden.h"
+
+#define OPEN_TIMEOUT_MS 5000
+#define WAIT_TIMEOUT_MS 5000
+
+static const uint8_t gid_a[16] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1,
+};
+static const uint8_t gid_b[16] = {
+	0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0xaa, 0xbb, 0xff, 0xfe, 0xcc, 0xdd, 0xee,
+};
+static const uint8_t gid_remote[16] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2,
+};
+
+/* ---- the fake daemon ---- */
+
+typedef struct Fixture Fixture;
+typedef void (*ServerScript)(Fixture *f);
+
+struct Fixture {
+	char *dir;
+	char *path;
+	int listen_fd;
+	GThread *thread;
+	ServerScript script;
+	GAsyncQueue *to_server; /* the client tells the script to go on */
+	GAsyncQueue *to_client; /* and the other way round */
+	struct rdmacm_mux *m;
+};
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	GError *error = NULL;
+
+	(void)data;
+	memset(f, 0, sizeof(*f));
+	f->dir = g_dir_make_tmp("rdmacm-mux-test-XXXXXX", &error);
+	g_assert_no_error(error);
+	f->path = g_build_filename(f->dir, "sock", NULL);
+	g_assert_cmpuint(strlen(f->path), <, sizeof(sa.sun_path));
+	strcpy(sa.sun_path, f->path);
+
+	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	g_assert_cmpint(f->listen_fd, >=, 0);
+	g_assert_cmpint(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+	g_assert_cmpint(listen(f->listen_fd, 8), ==, 0);
+	f->to_server = g_async_queue_new();
+	f->to_client = g_async_queue_new();
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	rdmacm_mux_close(f->m);
+	if (f->thread)
+		g_thread_join(f->thread);
+	close(f->listen_fd);
+	unlink(f->path);
+	g_assert_cmpint(rmdir(f->dir), ==, 0);
+	g_async_queue_unref(f->to_server);
+	g_async_queue_unref(f->to_client);
+	g_free(f->path);
+	g_free(f->dir);
+}
+
+static gpointer server_thread(gpointer data)
+{
+	Fixture *f = data;
+
+	f->script(f);
+	return NULL;
+}
+
+static void server_start(Fixture *f, ServerScript script)
+{
+	f->script = script;
+	f->thread = g_thread_new("fake-daemon", server_thread, f);
+}
+
+static void signal_queue(GAsyncQueue *q)
+{
+	g_async_queue_push(q, GINT_TO_POINTER(1));
+}
+
+static void wait_queue(GAsyncQueue *q)
+{
+	gpointer p = g_async_queue_timeout_pop(q, 10 * G_USEC_PER_SEC);
+
+	g_assert_nonnull(p);
+}
+
+static int srv_accept(Fixture *f)
+{
+	int fd = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	g_assert_cmpint(fd, >=, 0);
+	return fd;
+}
+
+static void srv_write(int fd, const uint8_t *b, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, b, len, MSG_NOSIGNAL);
+
+		g_assert_cmpint(n, >, 0);
+		b += n;
+		len -= (size_t)n;
+	}
+}
+
+/* One byte per write, with a pause, so the client sees every split. */
+static void srv_write_dribble(int fd, const uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		g_assert_cmpint(send(fd, b + i, 1, MSG_NOSIGNAL), ==, 1);
+		g_usleep(50);
+	}
+}
+
+static void srv_read_frame_chunked(int fd, uint8_t *b, size_t chunk)
+{
+	size_t got = 0;
+
+	while (got < GOLD_FRAME_SIZE) {
+		size_t want = MIN(chunk, GOLD_FRAME_SIZE - got);
+		ssize_t n = read(fd, b + got, want);
+
+		g_assert_cmpint(n, >, 0);
+		got += (size_t)n;
+	}
+}
+
+static void srv_read_frame(int fd, uint8_t *b)
+{
+	srv_read_frame_chunked(fd, b, GOLD_FRAME_SIZE);
+}
+
+/* Keep the connection until the client closes it. */
+static void srv_wait_eof(int fd)
+{
+	uint8_t b[GOLD_FRAME_SIZE];
+
+	while (read(fd, b, sizeof(b)) > 0)
+		;
+	close(fd);
+}
+
+static void expect_bytes(const uint8_t *golden, const uint8_t *got,
+			 const char *what)
+{
+	long off = gold_first_diff(golden, got, GOLD_FRAME_SIZE);
+
+	if (off >= 0)
+		g_error("%s: byte %ld is 0x%02x, expected 0x%02x", what, off,
+			got[off], golden[off]);
+}
+
+static void expect_gid_request(const uint8_t *got, uint32_t op,
+			       const uint8_t *gid)
+{
+	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
+
+	gold_frame_hdr(golden, GOLD_MSG_REQ, op, gid, 0, 0);
+	expect_bytes(golden, got, op == GOLD_OP_REG ? "REG" : "UNREG");
+}
+
+/* A RESP is the request echoed with msg_type RESP and err_code set. */
+static void srv_answer(int fd, const uint8_t *req, int32_t err)
+{
+	uint8_t resp[GOLD_FRAME_SIZE];
+
+	memcpy(resp, req, sizeof(resp));
+	gold_put_u32(resp, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	gold_put_u32(resp, GOLD_OFF_ERR_CODE, (uint32_t)err);
+	srv_write(fd, resp, sizeof(resp));
+}
+
+static void srv_expect_hello(int fd, uint8_t *req)
+{
+	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
+
+	srv_read_frame(fd, req);
+	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_HELLO, NULL, 0,
+		       GOLD_HELLO_SIZE);
+	gold_put_u32(golden + GOLD_OFF_MAD, GOLD_HELLO_MAGIC,
+		     GOLD_HELLO_MAGIC_VALUE);
+	gold_put_u16(golden + GOLD_OFF_MAD, GOLD_HELLO_VERSION_MAJOR, 1);
+	gold_put_u16(golden + GOLD_OFF_MAD, GOLD_HELLO_VERSION_MINOR, 0);
+	gold_put_u64(golden + GOLD_OFF_MAD, GOLD_HELLO_CAPABILITIES, 3);
+	expect_bytes(golden, req, "HELLO");
+}
+
+static void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps)
+{
+	uint8_t resp[GOLD_FRAME_SIZE];
+	uint8_t *p = resp + GOLD_OFF_MAD;
+
+	memcpy(resp, req, sizeof(resp));
+	gold_put_u32(resp, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	gold_put_u16(p, GOLD_HELLO_VERSION_MINOR, 3);
+	gold_put_u64(p, GOLD_HELLO_CAPABILITIES, caps);
+	gold_put_u32(p, GOLD_HELLO_MAX_GIDS, 8);
+	gold_put_u32(p, GOLD_HELLO_MAX_SESSIONS, 100);
+	gold_put_u32(p, GOLD_HELLO_MAX_QUEUED, 64);
+	srv_write(fd, resp, sizeof(resp));
+}
+
+/* An inbound MAD as the daemon routes it: REQ/MAD, sgid = our GID. */
+static void build_inbound(uint8_t *b, const uint8_t *local_gid, int32_t len,
+			  uint32_t tag)
+{
+	uint8_t *mad = b + GOLD_OFF_MAD;
+
+	memset(b, 0, GOLD_FRAME_SIZE);
+	gold_frame_hdr(b, GOLD_MSG_REQ, GOLD_OP_MAD, local_gid, 0, len);
+	gold_put_u32(b, GOLD_OFF_AGENT_ID, 1);
+	gold_put_be32(b, GOLD_OFF_QPN, 1);
+	gold_put_be16(b, GOLD_OFF_LID, 0x0022);
+	b[GOLD_OFF_GRH_PRESENT] = 1;
+	b[GOLD_OFF_HOP_LIMIT] = 64;
+	memcpy(b + GOLD_OFF_ADDR_GID, gid_remote, 16);
+	gold_put_be32(b, GOLD_OFF_FLOW_LABEL, 0x12345);
+	if (len >= 24) {
+		mad[0] = 1;
+		mad[1] = 0x07;
+		mad[2] = 2;
+		mad[3] = 3;
+		gold_put_be16(mad, 16, 0x13);
+	}
+	if (len >= 28)
+		gold_put_be32(mad, 24, tag);
+	if (len > 0 && len <= GOLD_MAD_SIZE)
+		mad[len - 1] ^= 0x5a;
+}
+
+static void check_inbound(const struct rdmacm_mux_inbound *in,
+			  const uint8_t *local_gid, uint32_t len, uint32_t tag)
+{
+	uint8_t golden[GOLD_FRAME_SIZE];
+
+	build_inbound(golden, local_gid, (int32_t)len, tag);
+	g_assert_cmpmem(in->local_gid, 16, local_gid, 16);
+	g_assert_cmpuint(in->mad_len, ==, len);
+	g_assert_cmpmem(in->mad, len, golden + GOLD_OFF_MAD, len);
+	for (size_t i = len; i < sizeof(in->mad); i++)
+		g_assert_cmpuint(in->mad[i], ==, 0);
+	g_assert_cmpuint(g_ntohl(in->addr.qpn), ==, 1);
+	g_assert_cmpuint(g_ntohs(in->addr.lid), ==, 0x22);
+	g_assert_cmpuint(in->addr.grh_present, ==, 1);
+	g_assert_cmpuint(in->addr.hop_limit, ==, 64);
+	g_assert_cmpmem(in->addr.gid, 16, gid_remote, 16);
+	g_assert_cmpuint(g_ntohl(in->addr.flow_label), ==, 0x12345);
+}
+
+static struct rdmacm_mux *open_base(Fixture *f)
+{
+	struct rdmacm_mux *m = NULL;
+
+	g_assert_cmpint(rdmacm_mux_open(f->path, RDMACM_MUX_OPEN_BASE_PROTOCOL,
+					OPEN_TIMEOUT_MS, &m),
+			==, 0);
+	g_assert_nonnull(m);
+	f->m = m;
+	return m;
+}
+
+static int wait_ok(struct rdmacm_mux *m, uint32_t ticket)
+{
+	struct rdmacm_mux_response resp;
+
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, ticket);
+	return resp.error;
+}
+
+/* poll + process until @cond holds, as an event-loop caller would. */
+#define PROCESS_UNTIL(m, cond)                                                 \
+	do {                                                                   \
+		gint64 end_ = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;    \
+		while (!(cond)) {                                              \
+			struct pollfd pfd_ = {                                 \
+				.fd = rdmacm_mux_get_fd(m),                    \
+				.events = rdmacm_mux_get_events(m),            \
+			};                                                     \
+			g_assert_cmpint(g_get_monotonic_time(), <, end_);      \
+			g_assert_cmpint(poll(&pfd_, 1, 1000), >=, 0);          \
+			(void)rdmacm_mux_process(m);                           \
+		}                                                              \
+	} while (0)
+
+/* ---- open and the handshake ---- */
+
+static void script_base(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	/* No HELLO: the first frame is the REG. */
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid_a);
+	srv_answer(fd, req, 0);
+	srv_wait_eof(fd);
+}
+
+static void test_open_base(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m;
+	uint32_t ticket = 0, t2;
+	int fd, fl;
+
+	(void)data;
+	server_start(f, script_base);
+	m = open_base(f);
+
+	fd = rdmacm_mux_get_fd(m);
+	g_assert_cmpint(fd, >=, 0);
+	fl = fcntl(fd, F_GETFD);
+	g_assert_true(fl & FD_CLOEXEC);
+	fl = fcntl(fd, F_GETFL);
+	g_assert_true(fl & O_NONBLOCK);
+
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, 0);
+	g_assert_cmpint(rdmacm_mux_query_stats(m, &t2), ==, -EOPNOTSUPP);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "CLIENT_STATS"));
+
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+	g_assert_cmpuint(ticket, ==, 1);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN | POLLOUT);
+	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+}
+
+static void script_hello_stats(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], golden[GOLD_FRAME_SIZE] = { 0 };
+	uint8_t resp[GOLD_FRAME_SIZE] = { 0 };
+	uint8_t *p = resp + GOLD_OFF_MAD;
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 3);
+
+	srv_read_frame(fd, req);
+	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_CLIENT_STATS, NULL, 0, 0);
+	expect_bytes(golden, req, "CLIENT_STATS");
+	gold_frame_hdr(resp, GOLD_MSG_RESP, GOLD_OP_CLIENT_STATS, NULL, 0,
+		       GOLD_STATS_SIZE);
+	gold_put_u64(p, GOLD_STATS_TX_MADS, 11);
+	gold_put_u64(p, GOLD_STATS_TX_REJECTED, 12);
+	gold_put_u64(p, GOLD_STATS_RX_MADS, 13);
+	gold_put_u64(p, GOLD_STATS_RX_DROPPED, 14);
+	gold_put_u64(p, GOLD_STATS_REQUESTS, 15);
+	gold_put_u32(p, GOLD_STATS_GIDS, 16);
+	gold_put_u32(p, GOLD_STATS_SESSIONS, 17);
+	gold_put_u32(p, GOLD_STATS_QUEUED, 18);
+	srv_write(fd, resp, sizeof(resp));
+
+	/* A failed stats query carries no counters. */
+	srv_read_frame(fd, req);
+	srv_answer(fd, req, -EDQUOT);
+	srv_wait_eof(fd);
+}
+
+static void test_open_hello(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m = NULL;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_hello_stats);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
+	f->m = m;
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ALL);
+
+	g_assert_cmpint(rdmacm_mux_query_stats(m, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpint(resp.error, ==, 0);
+	g_assert_cmpuint(resp.op_code, ==, RDMACM_MUX_OP_CODE_CLIENT_STATS);
+	g_assert_cmpuint(resp.stats.tx_mads, ==, 11);
+	g_assert_cmpuint(resp.stats.tx_rejected, ==, 12);
+	g_assert_cmpuint(resp.stats.rx_mads, ==, 13);
+	g_assert_cmpuint(resp.stats.rx_dropped, ==, 14);
+	g_assert_cmpuint(resp.stats.requests, ==, 15);
+	g_assert_cmpuint(resp.stats.gids, ==, 16);
+	g_assert_cmpuint(resp.stats.sessions, ==, 17);
+	g_assert_cmpuint(resp.stats.queued, ==, 18);
+
+	g_assert_cmpint(rdmacm_mux_query_stats(m, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpint(resp.error, ==, -EDQUOT);
+	g_assert_cmpuint(resp.stats.tx_mads, ==, 0);
+}
+
+static void script_hello_partial(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	/* Grant ERRNO and a bit nobody asked for. */
+	srv_answer_hello(fd, req, 1ull | 1ull << 40);
+	srv_wait_eof(fd);
+}
+
+static void test_open_hello_partial(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m = NULL;
+
+	(void)data;
+	server_start(f, script_hello_partial);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
+	f->m = m;
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ERRNO);
+	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
+}
+
+/* QEMU's mux: an unknown op_code is echoed with err_code EINVAL. */
+static void script_qemu(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer(fd, req, 1);
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid_b);
+	srv_answer(fd, req, 0);
+	srv_wait_eof(fd);
+}
+
+static void test_open_hello_fallback(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m = NULL;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_qemu);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
+	f->m = m;
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, 0);
+	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &ticket), ==, 0);
+	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
+}
+
+static void script_hello_refused(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer(fd, req, 3);
+	srv_wait_eof(fd);
+
+	/* Second connection: a reply with the wrong magic. */
+	fd = srv_accept(f);
+	srv_expect_hello(fd, req);
+	gold_put_u32(req, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	gold_put_u32(req + GOLD_OFF_MAD, GOLD_HELLO_MAGIC, 0xdeadbeef);
+	srv_write(fd, req, sizeof(req));
+	srv_wait_eof(fd);
+}
+
+static void test_open_hello_refused(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m = NULL;
+
+	(void)data;
+	server_start(f, script_hello_refused);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==,
+			-EACCES);
+	g_assert_null(m);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(NULL), "HELLO"));
+
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==,
+			-EPROTO);
+	g_assert_null(m);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(NULL), "magic"));
+}
+
+static void script_silent(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_wait_eof(fd);
+}
+
+static void test_open_hello_timeout(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m = NULL;
+	gint64 start = g_get_monotonic_time();
+
+	(void)data;
+	server_start(f, script_silent);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, 200, &m), ==, -ETIMEDOUT);
+	g_assert_null(m);
+	g_assert_cmpint(g_get_monotonic_time() - start, >=, 150 * 1000);
+	g_assert_cmpint(g_get_monotonic_time() - start, <, 5 * G_USEC_PER_SEC);
+}
+
+static void test_open_no_daemon(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m = NULL;
+	char *path = g_build_filename(f->dir, "nobody-here", NULL);
+
+	(void)data;
+	g_assert_cmpint(rdmacm_mux_open(path, 0, OPEN_TIMEOUT_MS, &m), ==, -ENOENT);
+	g_assert_null(m);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(NULL), path));
+	g_free(path);
+}
+
+/* ---- argument checks ---- */
+
+static void test_bad_args(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_mad_addr addr = { 0 };
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m = NULL;
+	char longpath[200];
+	uint8_t mad[257] = { 0 };
+
+	(void)data;
+	/* open */
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, 0, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_open(NULL, 0, 0, &m), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_open("", 0, 0, &m), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0x80, 0, &m), ==, -EINVAL);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(NULL), "flags"));
+	memset(longpath, 'x', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = '\0';
+	g_assert_cmpint(rdmacm_mux_open(longpath, 0, 0, &m), ==, -ENAMETOOLONG);
+	g_assert_null(m);
+
+	/* NULL handle: everything fails cleanly */
+	rdmacm_mux_close(NULL);
+	g_assert_cmpint(rdmacm_mux_get_fd(NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_get_events(NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_process(NULL), ==, -EINVAL);
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(NULL), ==, 0);
+	g_assert_cmpuint(rdmacm_mux_get_dropped(NULL), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(NULL, gid_a, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(NULL, gid_a, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(NULL, gid_a, &addr, mad, 24, NULL), ==,
+			-EINVAL);
+	g_assert_cmpint(rdmacm_mux_query_stats(NULL, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_next_response(NULL, &resp), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_recv_mad(NULL, &in), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_wait(NULL, 1, 0, &resp), ==, -EINVAL);
+	g_assert_nonnull(rdmacm_mux_last_error(NULL));
+
+	/* A live handle with bad arguments; nothing reaches the daemon. */
+	server_start(f, script_base);
+	m = open_base(f);
+	g_assert_cmpstr(rdmacm_mux_last_error(m), ==, "");
+	g_assert_cmpint(rdmacm_mux_register_gid(m, NULL, NULL), ==, -EINVAL);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "gid"));
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, NULL, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, NULL, &addr, mad, 24, NULL), ==,
+			-EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, NULL, mad, 24, NULL), ==,
+			-EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, &addr, NULL, 24, NULL), ==,
+			-EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, &addr, mad, 23, NULL), ==,
+			-EINVAL);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, &addr, mad, 257, NULL), ==,
+			-EINVAL);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "257"));
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, &addr, mad, SIZE_MAX, NULL),
+			==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_next_response(m, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_wait(m, 1, 0, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_wait(m, 0, 0, &resp), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_wait(m, 42, 0, &resp), ==, -ENOENT);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, -EAGAIN);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+
+	/* The script still expects its REG. */
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, 0);
+	g_assert_cmpint(wait_ok(m, 1), ==, 0);
+}
+
+/* ---- responses ---- */
+
+static const int32_t wire_codes[] = {
+	0, 1, 2, 3, 4, -EIO, -EDQUOT, 5, 99, -5000, INT32_MIN,
+};
+static const int mapped_codes[] = {
+	0, -EINVAL, -EEXIST, -EACCES, -ENOENT, -EIO, -EDQUOT,
+	-EPROTO, -EPROTO, -EPROTO, -EPROTO,
+};
+
+/* The base err_codes 0..4 as the library reports them. */
+static const int small_errs[] = { 0, -EINVAL, -EEXIST, -EACCES, -ENOENT };
+
+static void script_err_codes(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	for (size_t i = 0; i < G_N_ELEMENTS(wire_codes); i++) {
+		srv_read_frame(fd, req);
+		expect_gid_request(req, GOLD_OP_REG, gid_a);
+		srv_answer(fd, req, wire_codes[i]);
+	}
+	srv_wait_eof(fd);
+}
+
+static void test_err_codes(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux *m;
+
+	(void)data;
+	G_STATIC_ASSERT(G_N_ELEMENTS(wire_codes) == G_N_ELEMENTS(mapped_codes));
+	server_start(f, script_err_codes);
+	m = open_base(f);
+	for (size_t i = 0; i < G_N_ELEMENTS(wire_codes); i++) {
+		uint32_t ticket;
+
+		g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+		g_assert_cmpint(wait_ok(m, ticket), ==, mapped_codes[i]);
+	}
+}
+
+static void fill_addr(struct rdmacm_mux_mad_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->qpn = g_htonl(1);
+	a->lid = g_htons(0x0101);
+	a->sl = 3;
+	a->grh_present = 1;
+	a->gid_index = 9; /* ignored by the daemon, passed as given */
+	a->hop_limit = 0xff;
+	a->traffic_class = 0x10;
+	memcpy(a->gid, gid_remote, 16);
+	a->flow_label = g_htonl(0x54321);
+	a->pkey_index = 1;
+	memset(a->reserved, 0xee, sizeof(a->reserved)); /* must not leak out */
+}
+
+static void fill_mad(uint8_t *mad, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		mad[i] = (uint8_t)(0x40 + i);
+	mad[0] = 1;
+	mad[1] = 0x07;
+	mad[2] = 2;
+	mad[3] = 3;
+}
+
+static void expect_mad_request(const uint8_t *got, size_t len)
+{
+	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
+
+	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_MAD, gid_b, 0, (int32_t)len);
+	gold_put_be32(golden, GOLD_OFF_QPN, 1);
+	gold_put_be16(golden, GOLD_OFF_LID, 0x0101);
+	golden[GOLD_OFF_SL] = 3;
+	golden[GOLD_OFF_GRH_PRESENT] = 1;
+	golden[GOLD_OFF_GID_INDEX] = 9;
+	golden[GOLD_OFF_HOP_LIMIT] = 0xff;
+	golden[GOLD_OFF_TRAFFIC_CLASS] = 0x10;
+	memcpy(golden + GOLD_OFF_ADDR_GID, gid_remote, 16);
+	gold_put_be32(golden, GOLD_OFF_FLOW_LABEL, 0x54321);
+	gold_put_u16(golden, GOLD_OFF_PKEY_INDEX, 1);
+	fill_mad(golden + GOLD_OFF_MAD, len);
+	expect_bytes(golden, got, "MAD request");
+}
+
+static void script_send_mad(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame(fd, req);
+	expect_mad_request(req, 256);
+	srv_answer(fd, req, -EIO);
+	srv_read_frame(fd, req);
+	expect_mad_request(req, 24);
+	srv_answer(fd, req, 0);
+	srv_wait_eof(fd);
+}
+
+static void test_send_mad(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_mad_addr addr;
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m;
+	uint8_t mad[256];
+	uint32_t t1, t2;
+
+	(void)data;
+	server_start(f, script_send_mad);
+	m = open_base(f);
+	fill_addr(&addr);
+	fill_mad(mad, sizeof(mad));
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_b, &addr, mad, 256, &t1), ==, 0);
+	fill_mad(mad, 24);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_b, &addr, mad, 24, &t2), ==, 0);
+	g_assert_cmpuint(t2, >, t1);
+
+	g_assert_cmpint(rdmacm_mux_wait(m, t1, WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpuint(resp.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpint(resp.error, ==, -EIO);
+	g_assert_cmpint(wait_ok(m, t2), ==, 0);
+}
+
+/* Five requests in flight; the daemon answers only after reading them all. */
+static void script_in_flight(Fixture *f)
+{
+	static const uint32_t ops[] = { GOLD_OP_REG, GOLD_OP_UNREG, GOLD_OP_MAD,
+					GOLD_OP_REG, GOLD_OP_UNREG };
+	uint8_t req[G_N_ELEMENTS(ops)][GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	for (size_t i = 0; i < G_N_ELEMENTS(ops); i++) {
+		srv_read_frame(fd, req[i]);
+		g_assert_cmpuint(gold_get_u32(req[i], GOLD_OFF_OP_CODE), ==, ops[i]);
+	}
+	for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+		srv_answer(fd, req[i], (int32_t)i);
+	srv_wait_eof(fd);
+}
+
+static void test_in_flight(Fixture *f, gconstpointer data)
+{
+	static const uint32_t ops[] = {
+		RDMACM_MUX_OP_CODE_REG, RDMACM_MUX_OP_CODE_UNREG,
+		RDMACM_MUX_OP_CODE_MAD, RDMACM_MUX_OP_CODE_REG,
+		RDMACM_MUX_OP_CODE_UNREG,
+	};
+	const int *errs = small_errs;
+	struct rdmacm_mux_mad_addr addr;
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m;
+	uint32_t t[5];
+	uint8_t mad[64];
+
+	(void)data;
+	server_start(f, script_in_flight);
+	m = open_base(f);
+	fill_addr(&addr);
+	fill_mad(mad, sizeof(mad));
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t[0]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_a, &t[1]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_b, &addr, mad, sizeof(mad), &t[2]),
+			==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t[3]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_b, &t[4]), ==, 0);
+	for (size_t i = 1; i < 5; i++)
+		g_assert_cmpuint(t[i], ==, t[i - 1] + 1);
+
+	/* Waiting for the middle one leaves the others for next_response. */
+	g_assert_cmpint(rdmacm_mux_wait(m, t[2], WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, t[2]);
+	g_assert_cmpuint(resp.op_code, ==, ops[2]);
+	g_assert_cmpint(resp.error, ==, errs[2]);
+	g_assert_cmpint(rdmacm_mux_wait(m, t[2], 0, &resp), ==, -ENOENT);
+
+	/* Then the last one; the rest stay queued, in order. */
+	g_assert_cmpint(rdmacm_mux_wait(m, t[4], WAIT_TIMEOUT_MS, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, t[4]);
+	g_assert_cmpint(resp.error, ==, errs[4]);
+	for (size_t i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, 0);
+		g_assert_cmpuint(resp.ticket, ==, t[i]);
+		g_assert_cmpuint(resp.op_code, ==, ops[i]);
+		g_assert_cmpint(resp.error, ==, errs[i]);
+	}
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+}
+
+/* ---- inbound MADs ---- */
+
+/* Two MADs arrive before the RESP the client waits for. */
+static void script_interleave(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid_a);
+	build_inbound(in, gid_a, 256, 1);
+	srv_write(fd, in, sizeof(in));
+	build_inbound(in, gid_b, 100, 2);
+	srv_write(fd, in, sizeof(in));
+	srv_answer(fd, req, 0);
+	build_inbound(in, gid_a, 24, 3);
+	srv_write(fd, in, sizeof(in));
+	srv_wait_eof(fd);
+}
+
+static void test_interleave(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_interleave);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
+
+	/* The MADs read while waiting were queued, in order. */
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+	check_inbound(&in, gid_a, 256, 1);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+	check_inbound(&in, gid_b, 100, 2);
+	PROCESS_UNTIL(m, rdmacm_mux_recv_mad(m, &in) == 0);
+	check_inbound(&in, gid_a, 24, 3);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, -EAGAIN);
+	g_assert_cmpuint(rdmacm_mux_get_dropped(m), ==, 0);
+}
+
+/* Every byte in its own write: RESP and MADs must still come out whole. */
+static void script_dribble(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	uint8_t both[2 * GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame_chunked(fd, req, 1);
+	expect_gid_request(req, GOLD_OP_REG, gid_a);
+	build_inbound(in, gid_a, 200, 7);
+	srv_write_dribble(fd, in, sizeof(in));
+	memcpy(both, req, GOLD_FRAME_SIZE);
+	gold_put_u32(both, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	gold_put_u32(both, GOLD_OFF_ERR_CODE, 2);
+	build_inbound(both + GOLD_FRAME_SIZE, gid_a, 256, 8);
+	/* A frame boundary in the middle of a write, too. */
+	srv_write_dribble(fd, both, 100);
+	srv_write(fd, both + 100, GOLD_FRAME_SIZE);
+	srv_write_dribble(fd, both + 100 + GOLD_FRAME_SIZE, GOLD_FRAME_SIZE - 100);
+	srv_wait_eof(fd);
+}
+
+static void test_dribble(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_dribble);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+	g_assert_cmpint(wait_ok(m, ticket), ==, -EEXIST);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+	check_inbound(&in, gid_a, 200, 7);
+	PROCESS_UNTIL(m, rdmacm_mux_recv_mad(m, &in) == 0);
+	check_inbound(&in, gid_a, 256, 8);
+}
+
+/* The client's socket buffer is tiny and the daemon reads slowly. */
+static void script_slow_reader(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	wait_queue(f->to_server);
+	for (int i = 0; i < RDMACM_MUX_MAX_REQUESTS; i++) {
+		srv_read_frame_chunked(fd, req, 7);
+		expect_gid_request(req, i % 2 ? GOLD_OP_UNREG : GOLD_OP_REG,
+				   gid_b);
+		srv_answer(fd, req, i % 5);
+	}
+	srv_wait_eof(fd);
+}
+
+static void test_partial_write(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m;
+	uint32_t first = 0, last = 0;
+	int sndbuf = 1;
+
+	(void)data;
+	server_start(f, script_slow_reader);
+	m = open_base(f);
+	g_assert_cmpint(setsockopt(rdmacm_mux_get_fd(m), SOL_SOCKET, SO_SNDBUF,
+				   &sndbuf, sizeof(sndbuf)),
+			==, 0);
+	for (int i = 0; i < RDMACM_MUX_MAX_REQUESTS; i++) {
+		uint32_t t;
+
+		if (i % 2)
+			g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_b, &t), ==, 0);
+		else
+			g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
+		if (!first)
+			first = t;
+		last = t;
+	}
+	/* Full: the 65th request has no room. */
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, NULL), ==, -ENOBUFS);
+
+	/* 64 frames do not fit in the minimum send buffer. */
+	g_assert_cmpint(rdmacm_mux_process(m), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN | POLLOUT);
+	signal_queue(f->to_server);
+
+	g_assert_cmpint(wait_ok(m, last), ==,
+			small_errs[(RDMACM_MUX_MAX_REQUESTS - 1) % 5]);
+	for (int i = 0; i < RDMACM_MUX_MAX_REQUESTS - 1; i++) {
+		g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, 0);
+		g_assert_cmpuint(resp.ticket, ==, first + (uint32_t)i);
+		g_assert_cmpint(resp.error, ==, small_errs[i % 5]);
+	}
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+}
+
+/* ---- the daemon goes away ---- */
+
+static void script_close_mid_frame(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame(fd, req);
+	build_inbound(in, gid_a, 256, 5);
+	srv_write(fd, in, sizeof(in));
+	gold_put_u32(req, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	srv_write(fd, req, 100);
+	close(fd);
+}
+
+static void test_close_mid_frame(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_close_mid_frame);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==,
+			-ECONNRESET);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "middle of a frame"));
+
+	/* What arrived whole is still there; then the error, for good. */
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+	check_inbound(&in, gid_a, 256, 5);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_process(m), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, 0, &resp), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "middle of a frame"));
+}
+
+static void script_close_at_once(Fixture *f)
+{
+	close(srv_accept(f));
+	signal_queue(f->to_client);
+}
+
+/* Writing to a closed peer must give -EPIPE, never SIGPIPE. */
+static void test_close_no_sigpipe(Fixture *f, gconstpointer data)
+{
+	struct sigaction sa = { .sa_handler = SIG_DFL }, old;
+	struct rdmacm_mux *m;
+	struct pollfd pfd;
+	int r;
+
+	(void)data;
+	g_assert_cmpint(sigaction(SIGPIPE, &sa, &old), ==, 0);
+	server_start(f, script_close_at_once);
+	m = open_base(f);
+	wait_queue(f->to_client);
+	pfd = (struct pollfd){ .fd = rdmacm_mux_get_fd(m), .events = POLLIN };
+	g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, 0);
+	r = rdmacm_mux_process(m);
+	g_assert_true(r == -EPIPE || r == -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_process(m), ==, r);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, r);
+	g_assert_cmpint(sigaction(SIGPIPE, &old, NULL), ==, 0);
+}
+
+static void script_answer_then_close(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame(fd, req);
+	wait_queue(f->to_server);
+	srv_answer(fd, req, 2);
+	close(fd);
+	signal_queue(f->to_client);
+}
+
+/* The daemon answered and died before our next write: the answer that
+ * made it into the socket is still delivered. */
+static void test_close_answer_survives(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m;
+	uint32_t t1, t2;
+	int r;
+
+	(void)data;
+	server_start(f, script_answer_then_close);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t1), ==, 0);
+	/* The request is out; only then may the daemon answer and die. */
+	g_assert_cmpint(rdmacm_mux_process(m), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+	signal_queue(f->to_server);
+	wait_queue(f->to_client);
+
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t2), ==, 0);
+	r = rdmacm_mux_process(m);
+	g_assert_true(r == -EPIPE || r == -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, t1);
+	g_assert_cmpint(resp.error, ==, -EEXIST);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, r);
+	g_assert_cmpint(rdmacm_mux_wait(m, t2, 0, &resp), ==, r);
+}
+
+/* ---- protocol violations from the daemon ---- */
+
+enum bad_frame {
+	BAD_MSG_TYPE,
+	BAD_REQ_OP,
+	BAD_RESP_OP,
+	BAD_UNSOLICITED_RESP,
+	BAD_INBOUND_LEN_LONG,
+	BAD_INBOUND_LEN_SHORT,
+	BAD_RESP_LEN,
+	BAD_COUNT
+};
+
+static void script_bad_frames(Fixture *f)
+{
+	for (int kind = 0; kind < BAD_COUNT; kind++) {
+		uint8_t req[GOLD_FRAME_SIZE], bad[GOLD_FRAME_SIZE] = { 0 };
+		int fd = srv_accept(f);
+
+		srv_read_frame(fd, req);
+		switch (kind) {
+		case BAD_MSG_TYPE:
+			gold_frame_hdr(bad, 7, GOLD_OP_REG, gid_a, 0, 0);
+			break;
+		case BAD_REQ_OP:
+			gold_frame_hdr(bad, GOLD_MSG_REQ, GOLD_OP_REG, gid_a, 0, 0);
+			break;
+		case BAD_RESP_OP:
+			memcpy(bad, req, sizeof(bad));
+			gold_put_u32(bad, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+			gold_put_u32(bad, GOLD_OFF_OP_CODE, GOLD_OP_UNREG);
+			break;
+		case BAD_UNSOLICITED_RESP:
+			srv_answer(fd, req, 0);
+			memcpy(bad, req, sizeof(bad));
+			gold_put_u32(bad, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+			break;
+		case BAD_INBOUND_LEN_LONG:
+			build_inbound(bad, gid_a, 300, 0);
+			break;
+		case BAD_INBOUND_LEN_SHORT:
+			build_inbound(bad, gid_a, 23, 0);
+			break;
+		default:
+			memcpy(bad, req, sizeof(bad));
+			gold_put_u32(bad, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+			gold_put_u32(bad, GOLD_OFF_UMAD_LEN, (uint32_t)-1);
+			break;
+		}
+		srv_write(fd, bad, sizeof(bad));
+		srv_wait_eof(fd);
+	}
+}
+
+static void test_bad_frames(Fixture *f, gconstpointer data)
+{
+	static const char *const why[BAD_COUNT] = {
+		"msg_type 7", "request with op_code", "answered op_code",
+		"no request outstanding", "umad_len 300", "umad_len 23",
+		"umad_len -1",
+	};
+
+	(void)data;
+	server_start(f, script_bad_frames);
+	for (int kind = 0; kind < BAD_COUNT; kind++) {
+		struct rdmacm_mux_response resp;
+		struct rdmacm_mux *m;
+		uint32_t ticket;
+		int r;
+
+		m = open_base(f);
+		g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
+		r = rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp);
+		if (kind == BAD_UNSOLICITED_RESP) {
+			g_assert_cmpint(r, ==, 0);
+			PROCESS_UNTIL(m, rdmacm_mux_process(m) == -EPROTO);
+		} else {
+			g_assert_cmpint(r, ==, -EPROTO);
+		}
+		if (!strstr(rdmacm_mux_last_error(m), why[kind]))
+			g_error("case %d: last_error \"%s\" lacks \"%s\"", kind,
+				rdmacm_mux_last_error(m), why[kind]);
+		/* Sticky, and the fd wakes pollers up. */
+		g_assert_cmpint(rdmacm_mux_process(m), ==, -EPROTO);
+		g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, -EPROTO);
+		rdmacm_mux_close(m);
+		f->m = NULL;
+	}
+}
+
+/* ---- bounded queues ---- */
+
+#define OVERFLOW_EXTRA 10
+
+static void script_flood(Fixture *f)
+{
+	uint8_t in[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	for (uint32_t i = 0; i < RDMACM_MUX_MAX_INBOUND + OVERFLOW_EXTRA; i++) {
+		build_inbound(in, gid_a, 256, i);
+		srv_write(fd, in, sizeof(in));
+	}
+	wait_queue(f->to_server);
+	build_inbound(in, gid_a, 64, 9999);
+	srv_write(fd, in, sizeof(in));
+	srv_wait_eof(fd);
+}
+
+static void test_inbound_overflow(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m;
+	gboolean saw_enobufs = FALSE;
+	gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+	(void)data;
+	server_start(f, script_flood);
+	m = open_base(f);
+	while (rdmacm_mux_get_dropped(m) < OVERFLOW_EXTRA) {
+		struct pollfd pfd = { .fd = rdmacm_mux_get_fd(m), .events = POLLIN };
+		int r;
+
+		g_assert_cmpint(g_get_monotonic_time(), <, end);
+		g_assert_cmpint(poll(&pfd, 1, 1000), >=, 0);
+		r = rdmacm_mux_process(m);
+		if (r == -ENOBUFS) {
+			saw_enobufs = TRUE;
+			g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "dropped"));
+		} else {
+			g_assert_cmpint(r, >=, 0);
+		}
+	}
+	/* If the last drop came with the last read, it is reported now. */
+	if (!saw_enobufs)
+		g_assert_cmpint(rdmacm_mux_process(m), ==, -ENOBUFS);
+	g_assert_cmpint(rdmacm_mux_process(m), ==, 0);
+	g_assert_cmpuint(rdmacm_mux_get_dropped(m), ==, OVERFLOW_EXTRA);
+
+	/* The oldest ones were kept, in order. */
+	for (uint32_t i = 0; i < RDMACM_MUX_MAX_INBOUND; i++) {
+		g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+		check_inbound(&in, gid_a, 256, i);
+	}
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, -EAGAIN);
+
+	/* Drained: the handle works as before. */
+	signal_queue(f->to_server);
+	PROCESS_UNTIL(m, rdmacm_mux_recv_mad(m, &in) == 0);
+	check_inbound(&in, gid_a, 64, 9999);
+	g_assert_cmpuint(rdmacm_mux_get_dropped(m), ==, OVERFLOW_EXTRA);
+}
+
+/* ---- waiting ---- */
+
+static void script_late_answer(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_read_frame(fd, req);
+	wait_queue(f->to_server);
+	srv_answer(fd, req, 4);
+	srv_wait_eof(fd);
+}
+
+static void test_wait_timeout(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux *m;
+	gint64 start;
+	uint32_t ticket;
+
+	(void)data;
+	server_start(f, script_late_answer);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_a, &ticket), ==, 0);
+
+	start = g_get_monotonic_time();
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, 100, &resp), ==, -ETIMEDOUT);
+	g_assert_cmpint(g_get_monotonic_time() - start, >=, 90 * 1000);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+
+	/* Still pending: the answer comes to a second wait. */
+	signal_queue(f->to_server);
+	g_assert_cmpint(rdmacm_mux_wait(m, ticket, -1, &resp), ==, 0);
+	g_assert_cmpuint(resp.op_code, ==, RDMACM_MUX_OP_CODE_UNREG);
+	g_assert_cmpint(resp.error, ==, -ENOENT);
+}
+
+/* An event-loop caller: poll, process, collect; never rdmacm_mux_wait(). */
+static void script_event_loop(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 3);
+	for (uint32_t i = 0; i < 20; i++) {
+		srv_read_frame(fd, req);
+		build_inbound(in, gid_b, 256, i);
+		srv_write(fd, in, sizeof(in));
+		srv_answer(fd, req, 0);
+	}
+	srv_wait_eof(fd);
+}
+
+static void test_event_loop(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m = NULL;
+	uint32_t answers = 0, mads = 0, next = 0;
+
+	(void)data;
+	server_start(f, script_event_loop);
+	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
+	f->m = m;
+
+	while (answers < 20 || mads < 20) {
+		struct pollfd pfd = {
+			.fd = rdmacm_mux_get_fd(m),
+			.events = rdmacm_mux_get_events(m),
+		};
+
+		/* Two requests in flight at a time. */
+		while (next < 20 && next < answers + 2) {
+			g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, NULL), ==, 0);
+			next++;
+			pfd.events = rdmacm_mux_get_events(m);
+			g_assert_true(pfd.events & POLLOUT);
+		}
+		g_assert_cmpint(poll(&pfd, 1, 5000), >, 0);
+		g_assert_cmpint(rdmacm_mux_process(m), >=, 0);
+		while (rdmacm_mux_next_response(m, &resp) == 0) {
+			/* The HELLO used ticket 1. */
+			g_assert_cmpuint(resp.ticket, ==, answers + 2);
+			g_assert_cmpint(resp.error, ==, 0);
+			answers++;
+		}
+		while (rdmacm_mux_recv_mad(m, &in) == 0) {
+			check_inbound(&in, gid_b, 256, mads);
+			mads++;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+
+#define ADD(path, fn)                                                          \
+	g_test_add("/client-lib/" path, Fixture, NULL, fixture_setup, fn,     \
+		   fixture_teardown)
+	ADD("open/base-protocol", test_open_base);
+	ADD("open/hello", test_open_hello);
+	ADD("open/hello-partial-grant", test_open_hello_partial);
+	ADD("open/hello-fallback-qemu", test_open_hello_fallback);
+	ADD("open/hello-refused", test_open_hello_refused);
+	ADD("open/hello-timeout", test_open_hello_timeout);
+	ADD("open/no-daemon", test_open_no_daemon);
+	ADD("args/bad-arguments", test_bad_args);
+	ADD("response/err-code-mapping", test_err_codes);
+	ADD("response/send-mad", test_send_mad);
+	ADD("response/in-flight", test_in_flight);
+	ADD("inbound/interleaved-with-response", test_interleave);
+	ADD("io/partial-reads", test_dribble);
+	ADD("io/partial-writes-and-request-limit", test_partial_write);
+	ADD("close/mid-frame", test_close_mid_frame);
+	ADD("close/no-sigpipe", test_close_no_sigpipe);
+	ADD("close/answer-before-close-survives", test_close_answer_survives);
+	ADD("protocol/bad-frames", test_bad_frames);
+	ADD("inbound/overflow", test_inbound_overflow);
+	ADD("wait/timeout", test_wait_timeout);
+	ADD("wait/event-loop", test_event_loop);
+#undef ADD
+
+	return g_test_run();
+}
