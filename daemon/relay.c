@@ -384,6 +384,13 @@ static int tx_start(Relay *r, TxContext *t, uint64_t now)
 		return tx_fail(t, TX_REJECT_MALFORMED, -EINVAL);
 
 	h = session_table_lookup_client_comm_id(r->sessions, t->client->id, t->client_id_field);
+	s = session_table_get(r->sessions, h);
+	if (s && s->state != (sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT)) {
+		/* Not a retransmission: the client reuses the id of a finished
+		 * session for a new one. The old one is dead to it. */
+		session_table_remove(r->sessions, &t->client->sessions, h);
+		h = 0;
+	}
 	if (!h) {
 		h = tx_new_session(r, t, sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT);
 		if (!h)
@@ -429,26 +436,21 @@ static int tx_answer_req(Relay *r, TxContext *t, uint64_t now)
 	uint8_t *mad = t->buf->mad;
 	uint32_t local = cm_get_local_comm_id(mad);
 	uint32_t remote = cm_get_remote_comm_id(mad);
-	uint32_t h = 0;
+	uint32_t h, old;
 	Session *s;
 
 	t->client_id_field = local;
-	if (local)
-		h = session_table_lookup_client_comm_id(r->sessions, t->client->id, local);
-	if (!h) {
-		h = session_table_lookup_peer(r->sessions, remote, t->sgid,
-					      t->dest_explicit ? t->dest : NULL);
-		if (!h)
-			return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
-	}
+	h = session_table_lookup_peer(r->sessions, remote, t->sgid,
+				      t->dest_explicit ? t->dest : NULL);
 	s = session_table_get(r->sessions, h);
 	if (!s)
 		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
 	if (s->client_id != t->client->id)
 		return tx_fail(t, TX_REJECT_HIJACK, -EACCES);
-	if (s->peer_comm_id != remote)
-		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
-	if (local && !(s->client_comm_id)) {
+	if (local && s->client_comm_id == 0) {
+		old = session_table_lookup_client_comm_id(r->sessions, t->client->id, local);
+		if (old && old != h)
+			session_table_remove(r->sessions, &t->client->sessions, old);
 		session_table_set_client_comm_id(r->sessions, h, local);
 		session_table_assign_wire_id(r->sessions, h);
 	} else if (local && s->client_comm_id != local) {
@@ -560,10 +562,7 @@ static int tx_route(Relay *r, TxContext *t, uint64_t now)
 	case CM_ATTR_REJ:
 		/* A REJ of a REQ that came to us may have no LocalCommID yet. */
 		if (cm_rej_msg_rejected(t->buf->mad) == CM_MSG_REQ &&
-		    cm_get_remote_comm_id(t->buf->mad) != 0 &&
-		    (cm_get_local_comm_id(t->buf->mad) == 0 ||
-		     !session_table_lookup_client_comm_id(r->sessions, t->client->id,
-							  cm_get_local_comm_id(t->buf->mad))))
+		    cm_get_remote_comm_id(t->buf->mad) != 0)
 			return tx_answer_req(r, t, now);
 		return tx_continue(r, t, now);
 	case CM_ATTR_SIDR_REP:
@@ -862,6 +861,7 @@ int relay_add_client(Relay *r, int fd)
 typedef struct RxRoute {
 	Client *client;
 	const uint8_t *local_gid;
+	uint8_t local_gid_copy[16]; /* when the session goes away on delivery */
 	uint32_t handle;
 	RxDrop drop;
 	char ids[96];
@@ -973,6 +973,8 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 
 	if (sidr) {
 		cm_set_sidr_request_id(mad, s->client_comm_id);
+		memcpy(rt->local_gid_copy, s->local_gid, 16);
+		rt->local_gid = rt->local_gid_copy;
 		/* The query is answered; the session has done its job. */
 		session_table_remove(r->sessions, &rt->client->sessions, h);
 		rt->handle = 0;

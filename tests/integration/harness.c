@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/* Owns the integration-test plumbing described in harness.h. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *env_bin(const char *name)
+{
+	const char *v = g_getenv(name);
+
+	if (!v)
+		g_error("%s is not set; run the test through meson", name);
+	return v;
+}
+
+void gid_parse(const char *text, uint8_t gid[16])
+{
+	if (inet_pton(AF_INET6, text, gid) != 1)
+		g_error("bad GID %s", text);
+}
+
+static void run_sync(char **argv)
+{
+	g_autoptr(GError) err = NULL;
+	g_autofree char *out = NULL, *errout = NULL;
+	int status;
+
+	if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout, &status,
+			  &err))
+		g_error("cannot run %s: %s", argv[0], err->message);
+	if (!g_spawn_check_wait_status(status, &err))
+		g_error("%s %s failed: %s\n%s%s", argv[0], argv[1], err->message, out, errout);
+}
+
+Fabric *fabric_new(const char *preset)
+{
+	Fabric *f = g_new0(Fabric, 1);
+	g_autofree char *fabric = NULL;
+
+	f->dir = g_dir_make_tmp("rdmacm-mux-it-XXXXXX", NULL);
+	g_assert_nonnull(f->dir);
+	fabric = g_build_filename(f->dir, "fabric", NULL);
+	char *argv[] = { (char *)env_bin("UMAD_SIM_CLI"), (char *)"create", fabric,
+			 (char *)"--preset", (char *)preset, NULL };
+	run_sync(argv);
+	return f;
+}
+
+void fabric_cli(Fabric *f, const char *verb, const char *const *args)
+{
+	g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+
+	g_ptr_array_add(argv, g_strdup(env_bin("UMAD_SIM_CLI")));
+	g_ptr_array_add(argv, g_strdup(verb));
+	g_ptr_array_add(argv, g_build_filename(f->dir, "fabric", NULL));
+	for (size_t i = 0; args && args[i]; i++)
+		g_ptr_array_add(argv, g_strdup(args[i]));
+	g_ptr_array_add(argv, NULL);
+	run_sync((char **)argv->pdata);
+}
+
+void fabric_free(Fabric *f)
+{
+	if (!f)
+		return;
+	if (!g_getenv("KEEP_FABRIC")) {
+		g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->dir);
+		g_assert_cmpint(system(cmd), ==, 0);
+	} else {
+		g_printerr("# fabric kept in %s\n", f->dir);
+	}
+	g_free(f->dir);
+	g_free(f);
+}
+
+static bool socket_serves(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+static void daemon_spawn(Daemon *d)
+{
+	g_autoptr(GError) err = NULL;
+	g_autofree char *fabric = g_build_filename(d->fabric->dir, "fabric", NULL);
+	g_autofree char *sys = g_build_filename(fabric, "sys", NULL);
+	g_auto(GStrv) envp = g_get_environ();
+	int fd;
+
+	envp = g_environ_setenv(envp, "UMAD_SIM_FABRIC", fabric, TRUE);
+	envp = g_environ_setenv(envp, "SYSFS_PATH", sys, TRUE);
+	/* Preload the sim behind whatever is preloaded already (ASan). */
+	{
+		const char *pre = g_environ_getenv(envp, "LD_PRELOAD");
+		g_autofree char *v = pre && *pre
+					     ? g_strdup_printf("%s:%s", pre, env_bin("UMAD_SIM_LIB"))
+					     : g_strdup(env_bin("UMAD_SIM_LIB"));
+		envp = g_environ_setenv(envp, "LD_PRELOAD", v, TRUE);
+	}
+	fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	g_assert_cmpint(fd, >=, 0);
+	if (!g_spawn_async_with_fds(NULL, d->argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
+				    &d->pid, -1, fd, fd, &err))
+		g_error("cannot start rdmacm-mux: %s", err->message);
+	close(fd);
+
+	for (int i = 0; i < 500; i++) {
+		int status;
+
+		if (socket_serves(d->socket))
+			return;
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			g_autofree char *out = daemon_output(d);
+			g_error("rdmacm-mux exited at start (status %d):\n%s", status, out);
+		}
+		g_usleep(10000);
+	}
+	g_error("rdmacm-mux did not start serving %s", d->socket);
+}
+
+Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
+{
+	Daemon *d = g_new0(Daemon, 1);
+	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+
+	d->fabric = f;
+	d->ca = g_strdup(ca);
+	d->socket = g_strdup_printf("%s/mux-%s-1", f->dir, ca);
+	d->log = g_strdup_printf("%s/daemon-%s.log", f->dir, ca);
+	g_ptr_array_add(argv, g_strdup(env_bin("RDMACM_MUX_BIN")));
+	g_ptr_array_add(argv, g_strdup("-d"));
+	g_ptr_array_add(argv, g_strdup(ca));
+	g_ptr_array_add(argv, g_strdup("-s"));
+	g_ptr_array_add(argv, g_strdup_printf("%s/mux", f->dir));
+	g_ptr_array_add(argv, g_strdup("--trace"));
+	for (size_t i = 0; extra && extra[i]; i++)
+		g_ptr_array_add(argv, g_strdup(extra[i]));
+	g_ptr_array_add(argv, NULL);
+	d->argv = (char **)g_ptr_array_free(g_steal_pointer(&argv), FALSE);
+	daemon_spawn(d);
+	return d;
+}
+
+static int wait_exit(Daemon *d)
+{
+	int status = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		g_usleep(10000);
+	}
+	g_error("rdmacm-mux did not exit");
+}
+
+int daemon_stop(Daemon *d)
+{
+	if (!d->pid)
+		return -1;
+	kill(d->pid, SIGTERM);
+	return wait_exit(d);
+}
+
+void daemon_kill(Daemon *d)
+{
+	if (!d->pid)
+		return;
+	kill(d->pid, SIGKILL);
+	(void)wait_exit(d);
+}
+
+void daemon_restart(Daemon *d)
+{
+	g_assert_cmpint(d->pid, ==, 0);
+	daemon_spawn(d);
+}
+
+void daemon_free(Daemon *d)
+{
+	if (!d)
+		return;
+	if (d->pid)
+		daemon_kill(d);
+	g_strfreev(d->argv);
+	g_free(d->ca);
+	g_free(d->socket);
+	g_free(d->log);
+	g_free(d);
+}
+
+char *daemon_output(const Daemon *d)
+{
+	char *text = NULL;
+
+	if (!g_file_get_contents(d->log, &text, NULL, NULL))
+		text = g_strdup("");
+	return text;
+}
+
+int64_t daemon_output_counter(const char *output, const char *label)
+{
+	const char *p = output, *hit = NULL;
+
+	/* The last dump wins (a restarted daemon prints again). */
+	while ((p = strstr(p, label))) {
+		hit = p;
+		p += strlen(label);
+	}
+	if (!hit)
+		return -1;
+	return g_ascii_strtoll(hit + strlen(label), NULL, 10);
+}
+
+int64_t daemon_output_attr(const char *output, const char *attr, bool rx)
+{
+	g_auto(GStrv) lines = g_strsplit(output, "\n", -1);
+	int64_t found = -1;
+
+	for (char **l = lines; *l; l++) {
+		char name[32];
+		long long tx_n, rx_n;
+
+		if (sscanf(*l, " %31s %lld %lld", name, &tx_n, &rx_n) == 3 && strcmp(name, attr) == 0)
+			found = rx ? rx_n : tx_n;
+	}
+	return found;
+}
+
+/* ---- VMs ---- */
+
+Vm *vm_new(Daemon *d, const char *gid, const char *name)
+{
+	Vm *vm = g_new0(Vm, 1);
+	struct rdmacm_mux_response resp;
+	uint32_t ticket;
+
+	vm->name = g_strdup(name);
+	gid_parse(gid, vm->gid);
+	g_assert_cmpint(rdmacm_mux_open(d->socket, 0, 5000, &vm->mux), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(vm->mux, vm->gid, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(vm->mux, ticket, 5000, &resp), ==, 0);
+	g_assert_cmpint(resp.error, ==, 0);
+	return vm;
+}
+
+void vm_free(Vm *vm)
+{
+	if (!vm)
+		return;
+	rdmacm_mux_close(vm->mux);
+	g_free(vm->name);
+	g_free(vm);
+}
+
+int vm_send(Vm *vm, const uint8_t dest[16], const uint8_t mad[256])
+{
+	struct rdmacm_mux_mad_addr addr = { 0 };
+	struct rdmacm_mux_response resp;
+	uint32_t ticket;
+	int r;
+
+	addr.qpn = htonl(1);
+	addr.grh_present = 1;
+	addr.hop_limit = 64;
+	memcpy(addr.gid, dest, 16);
+	r = rdmacm_mux_send_mad(vm->mux, vm->gid, &addr, mad, 256, &ticket);
+	g_assert_cmpint(r, ==, 0);
+	r = rdmacm_mux_wait(vm->mux, ticket, 5000, &resp);
+	g_assert_cmpint(r, ==, 0);
+	return resp.error;
+}
+
+int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+
+	for (;;) {
+		struct pollfd pfd = { rdmacm_mux_get_fd(vm->mux), rdmacm_mux_get_events(vm->mux), 0 };
+		int r = rdmacm_mux_recv_mad(vm->mux, in);
+		gint64 left;
+
+		if (r != -EAGAIN)
+			return r;
+		left = end - g_get_monotonic_time();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		(void)poll(&pfd, 1, (int)((left + 999) / 1000));
+		r = rdmacm_mux_process(vm->mux);
+		g_assert_true(r >= 0 || r == -ENOBUFS);
+	}
+}
+
+void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in)
+{
+	int r = vm_recv(vm, in, 5000);
+
+	if (r < 0)
+		g_error("%s: expected attr 0x%x, got %s", vm->name, attr, g_strerror(-r));
+	if (mad_attr(in->mad) != attr)
+		g_error("%s: expected attr 0x%x, got 0x%x", vm->name, attr, mad_attr(in->mad));
+	/* Every inbound MAD is addressed to this VM's own GID. */
+	g_assert_cmpmem(in->local_gid, 16, vm->gid, 16);
+}
+
+void vm_expect_nothing(Vm *vm, int ms)
+{
+	struct rdmacm_mux_inbound in;
+	int r = vm_recv(vm, &in, ms);
+
+	if (r == 0)
+		g_error("%s: expected nothing, got attr 0x%x", vm->name, mad_attr(in.mad));
+	g_assert_cmpint(r, ==, -ETIMEDOUT);
+}
+
+struct rdmacm_mux_client_stats vm_stats(Vm *vm)
+{
+	struct rdmacm_mux_response resp;
+	uint32_t ticket;
+
+	g_assert_cmpint(rdmacm_mux_query_stats(vm->mux, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(vm->mux, ticket, 5000, &resp), ==, 0);
+	g_assert_cmpint(resp.error, ==, 0);
+	return resp.stats;
+}
+
+int raw_connect(const Daemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	g_assert_cmpint(fd, >=, 0);
+	g_strlcpy(sa.sun_path, d->socket, sizeof(sa.sun_path));
+	g_assert_cmpint(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+	return fd;
+}
+
+/* ---- MADs ---- */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid)
+{
+	memset(mad, 0, 256);
+	mad[0] = 1;
+	mad[1] = 0x07;
+	mad[2] = 2;
+	mad[3] = 0x03;
+	put32(mad + 8, (uint32_t)(tid >> 32));
+	put32(mad + 12, (uint32_t)tid);
+	mad[16] = (uint8_t)(attr >> 8);
+	mad[17] = (uint8_t)attr;
+	put32(mad + 24, local);
+	if (attr != CM_SIDR_REQ && attr != CM_SIDR_REP)
+		put32(mad + 28, remote);
+}
+
+void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
+		   const uint8_t dgid[16], uint64_t tid)
+{
+	mad_build(mad, CM_REQ, local, 0, tid);
+	put32(mad + 32, 0);
+	put32(mad + 36, 0x01064e20); /* ServiceID */
+	mad[72] = 0xff;
+	mad[73] = 0xff;
+	memcpy(mad + 80, sgid, 16);
+	memcpy(mad + 96, dgid, 16);
+}
+
+uint32_t mad_local(const uint8_t *mad)
+{
+	return get32(mad + 24);
+}
+
+uint32_t mad_remote(const uint8_t *mad)
+{
+	return get32(mad + 28);
+}
+
+uint16_t mad_attr(const uint8_t *mad)
+{
+	return (uint16_t)((mad[16] << 8) | mad[17]);
+}
+
+uint32_t mad_tid_low(const uint8_t *mad)
+{
+	return get32(mad + 12);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration test harness: a simulated fabric in a temp dir, real
+ * rdmacm-mux daemons on it (spawned with the sim preloaded), "VM" clients
+ * built on librdmacm-mux, raw QEMU-protocol clients, and CM MAD builders.
+ *
+ * The binaries come from the environment that meson sets:
+ * RDMACM_MUX_BIN, UMAD_SIM_LIB, UMAD_SIM_CLI, PINGPONG_BIN.
+ */
+#ifndef RDMACM_MUX_TEST_HARNESS_H
+#define RDMACM_MUX_TEST_HARNESS_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdmacm-mux.h"
+
+#define CM_REQ 0x10
+#define CM_MRA 0x11
+#define CM_REJ 0x12
+#define CM_REP 0x13
+#define CM_RTU 0x14
+#define CM_DREQ 0x15
+#define CM_DREP 0x16
+#define CM_SIDR_REQ 0x17
+#define CM_SIDR_REP 0x18
+#define CM_LAP 0x19
+#define CM_APR 0x1a
+
+typedef struct Fabric {
+	char *dir;
+} Fabric;
+
+typedef struct Daemon {
+	Fabric *fabric;
+	char *ca;
+	char *socket;
+	char *log;
+	char **argv;
+	GPid pid;
+} Daemon;
+
+typedef struct Vm {
+	char *name;
+	struct rdmacm_mux *mux;
+	uint8_t gid[16];
+	uint32_t tid;
+} Vm;
+
+/* A fabric from `umad-sim create DIR --preset NAME`. */
+Fabric *fabric_new(const char *preset);
+void fabric_free(Fabric *f);
+/* Run the umad-sim CLI on this fabric: umad-sim VERB DIR ARGS... */
+void fabric_cli(Fabric *f, const char *verb, const char *const *args);
+
+/* Start rdmacm-mux on @ca port 1 with @extra options; waits until it
+ * serves its socket. */
+Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra);
+/* SIGTERM and wait. Return: the exit status (or 128 + signal). */
+int daemon_stop(Daemon *d);
+/* SIGKILL and wait. */
+void daemon_kill(Daemon *d);
+/* Start the same daemon again (after a kill or stop). */
+void daemon_restart(Daemon *d);
+void daemon_free(Daemon *d);
+/* Everything the daemon printed so far (trace, log, counters). */
+char *daemon_output(const Daemon *d);
+/* A counter from the dump a stopped daemon printed, e.g.
+ * daemon_output_counter(out, "tx refused, foreign-sgid"). -1 if absent. */
+int64_t daemon_output_counter(const char *output, const char *label);
+/* A row of the per-attribute table: tx or rx count of @attr ("REQ"). */
+int64_t daemon_output_attr(const char *output, const char *attr, bool rx);
+
+/* A client of @d that registered @gid (text), through the library. */
+Vm *vm_new(Daemon *d, const char *gid, const char *name);
+void vm_free(Vm *vm);
+/* Send a MAD from the VM's GID to @dest; returns the daemon's verdict. */
+int vm_send(Vm *vm, const uint8_t dest[16], const uint8_t mad[256]);
+/* Wait up to @timeout_ms for an inbound MAD. 0 or -ETIMEDOUT. */
+int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms);
+/* Assert the next inbound MAD is @attr; return it in *in. */
+void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in);
+/* Assert no MAD arrives within @ms. */
+void vm_expect_nothing(Vm *vm, int ms);
+struct rdmacm_mux_client_stats vm_stats(Vm *vm);
+
+/* A connected raw socket to the daemon, for QEMU-style and hostile tests. */
+int raw_connect(const Daemon *d);
+
+/* CM MAD builders (network order, full 256 bytes). */
+void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid);
+void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
+		   const uint8_t dgid[16], uint64_t tid);
+uint32_t mad_local(const uint8_t *mad);
+uint32_t mad_remote(const uint8_t *mad);
+uint16_t mad_attr(const uint8_t *mad);
+uint32_t mad_tid_low(const uint8_t *mad);
+void gid_parse(const char *text, uint8_t gid[16]);
+
+#endif
