@@ -851,7 +851,7 @@ int relay_add_client(Relay *r, int fd)
 	}
 	g_hash_table_insert(r->clients, GUINT_TO_POINTER(id), c);
 	r->counters.clients_accepted++;
-	log_info("client %u connected: pid %d uid %d (%s)", id, (int)c->cred.pid,
+	log_info("client %u connected on fd %d: pid %d uid %d (%s)", id, fd, (int)c->cred.pid,
 		 (int)c->cred.uid, c->comm);
 	return 0;
 }

@@ -415,3 +415,70 @@ uint32_t mad_tid_low(const uint8_t *mad)
 {
 	return get32(mad + 12);
 }
+
+/* ---- raw frames ---- */
+
+void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[16])
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m->hdr.op_code = op;
+	if (sgid)
+		memcpy(m->hdr.sgid.raw, sgid, 16);
+}
+
+void raw_send(int fd, const struct rdmacm_mux_msg *m)
+{
+	const uint8_t *p = (const uint8_t *)m;
+	size_t done = 0;
+
+	while (done < sizeof(*m)) {
+		ssize_t n = send(fd, p + done, sizeof(*m) - done, MSG_NOSIGNAL);
+		g_assert_cmpint(n, >, 0);
+		done += (size_t)n;
+	}
+}
+
+int raw_recv(int fd, struct rdmacm_mux_msg *m, int timeout_ms)
+{
+	uint8_t *p = (uint8_t *)m;
+	size_t done = 0;
+
+	while (done < sizeof(*m)) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (poll(&pfd, 1, timeout_ms) == 0)
+			return -ETIMEDOUT;
+		n = recv(fd, p + done, sizeof(*m) - done, 0);
+		if (n == 0)
+			return -EPIPE;
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int32_t raw_request(int fd, struct rdmacm_mux_msg *m)
+{
+	struct rdmacm_mux_msg resp;
+	uint32_t op = m->hdr.op_code;
+
+	raw_send(fd, m);
+	/* QEMU: one blocking read right after the request, which must be
+	 * the response. */
+	g_assert_cmpint(raw_recv(fd, &resp, 5000), ==, 0);
+	g_assert_cmpuint(resp.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	g_assert_cmpuint(resp.hdr.op_code, ==, op);
+	return resp.hdr.err_code;
+}
+
+int daemon_client_fd(const Daemon *d, unsigned client_id)
+{
+	g_autofree char *out = daemon_output(d);
+	g_autofree char *needle = g_strdup_printf("client %u connected on fd ", client_id);
+	const char *p = strstr(out, needle);
+
+	return p ? atoi(p + strlen(needle)) : -1;
+}

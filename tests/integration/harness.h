@@ -66,6 +66,8 @@ void daemon_restart(Daemon *d);
 void daemon_free(Daemon *d);
 /* Everything the daemon printed so far (trace, log, counters). */
 char *daemon_output(const Daemon *d);
+/* The fd number the daemon's log says its @nth client (1-based) got. */
+int daemon_client_fd(const Daemon *d, unsigned client_id);
 /* A counter from the dump a stopped daemon printed, e.g.
  * daemon_output_counter(out, "tx refused, foreign-sgid"). -1 if absent. */
 int64_t daemon_output_counter(const char *output, const char *label);
@@ -87,6 +89,14 @@ struct rdmacm_mux_client_stats vm_stats(Vm *vm);
 
 /* A connected raw socket to the daemon, for QEMU-style and hostile tests. */
 int raw_connect(const Daemon *d);
+/* Write one whole frame (blocking). */
+void raw_send(int fd, const struct rdmacm_mux_msg *m);
+/* Read one whole frame: 0, -ETIMEDOUT, or -EPIPE at end of stream. */
+int raw_recv(int fd, struct rdmacm_mux_msg *m, int timeout_ms);
+/* A REQ/REG/UNREG frame, everything else zero. */
+void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[16]);
+/* REG over a raw socket, QEMU style: write, then one blocking read. */
+int32_t raw_request(int fd, struct rdmacm_mux_msg *m);
 
 /* CM MAD builders (network order, full 256 bytes). */
 void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid);

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of a raw QEMU-protocol client (QEMU 4.0-9.0 pvrdma:
+ * 360-byte frames, one blocking read of the response right after each
+ * request, its own GID in addr.gid), of a daemon restart after SIGKILL,
+ * and of the session timers.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Daemon *da, *db;
+	uint32_t tid;
+} Fixture;
+
+static const char *const short_timers[] = { "--handshake-timeout", "400", "--closing-timeout",
+					    "300", "--sidr-timeout", "300", NULL };
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	f->fabric = fabric_new("two-hosts");
+	f->da = daemon_start(f->fabric, "simA", data);
+	f->db = daemon_start(f->fabric, "simB", data);
+	f->tid = 0x9000;
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	daemon_free(f->da);
+	daemon_free(f->db);
+	fabric_free(f->fabric);
+}
+
+/* A MAD frame the way QEMU's mad_send() builds it. */
+static void qemu_mad_frame(struct rdmacm_mux_msg *m, const uint8_t own_gid[16], const uint8_t mad[256])
+{
+	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own_gid);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.gid_index = 7; /* a host index; the daemon must not trust it */
+	m->umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m->umad.hdr.addr.gid, own_gid, 16); /* QEMU's bug C1: the source GID */
+	memcpy(m->umad.mad, mad, 256);
+}
+
+/* Read one inbound MAD frame and check every byte QEMU relies on. */
+static void qemu_expect(int fd, const uint8_t own_gid[16], const uint8_t from[16], uint16_t attr,
+			struct rdmacm_mux_msg *m)
+{
+	static const uint8_t zero[8];
+
+	g_assert_cmpint(raw_recv(fd, m, 5000), ==, 0);
+	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	/* All 16 bytes of the local GID: QEMU uses them as the GRH DGID. */
+	g_assert_cmpmem(m->hdr.sgid.raw, 16, own_gid, 16);
+	g_assert_cmpint(m->hdr.err_code, ==, 0);
+	g_assert_cmpmem((uint8_t *)m + 28, 4, zero, 4); /* padding */
+	g_assert_cmpmem((uint8_t *)m + 356, 4, zero, 4);
+	g_assert_cmpint(m->umad_len, ==, 256);
+	g_assert_cmpmem(m->umad.hdr.addr.gid, 16, from, 16);
+	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
+}
+
+static void test_qemu_client_handshake(Fixture *f, gconstpointer data)
+{
+	uint8_t qgid[16], mad[256];
+	struct rdmacm_mux_msg m;
+	struct rdmacm_mux_inbound in;
+	g_autofree char *out = NULL;
+	Vm *peer = vm_new(f->db, "::ffff:10.0.2.1", "peer");
+	uint32_t wq, wp;
+	int fd = raw_connect(f->da);
+	(void)data;
+
+	gid_parse("::ffff:10.0.1.6", qgid);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, qgid);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+
+	/* REQ: QEMU names no destination but the REQ does. */
+	mad_build_req(mad, 0x3c61a776, qgid, peer->gid, ++f->tid);
+	qemu_mad_frame(&m, qgid, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	vm_expect(peer, CM_REQ, &in);
+	g_assert_cmpmem(in.addr.gid, 16, qgid, 16);
+	wq = mad_local(in.mad);
+
+	mad_build(mad, CM_REP, 0x51, wq, ++f->tid);
+	g_assert_cmpint(vm_send(peer, qgid, mad), ==, 0);
+	qemu_expect(fd, qgid, peer->gid, CM_REP, &m);
+	g_assert_cmpuint(mad_remote(m.umad.mad), ==, 0x3c61a776);
+	wp = mad_local(m.umad.mad);
+
+	/* RTU: the destination comes from the session. */
+	mad_build(mad, CM_RTU, 0x3c61a776, wp, ++f->tid);
+	qemu_mad_frame(&m, qgid, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	vm_expect(peer, CM_RTU, &in);
+	g_assert_cmpuint(mad_remote(in.mad), ==, 0x51);
+
+	/* The peer disconnects; QEMU answers DREQ with DREP. */
+	mad_build(mad, CM_DREQ, 0x51, wq, ++f->tid);
+	g_assert_cmpint(vm_send(peer, qgid, mad), ==, 0);
+	qemu_expect(fd, qgid, peer->gid, CM_DREQ, &m);
+	g_assert_cmpuint(mad_remote(m.umad.mad), ==, 0x3c61a776);
+	mad_build(mad, CM_DREP, 0x3c61a776, wp, ++f->tid);
+	qemu_mad_frame(&m, qgid, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	vm_expect(peer, CM_DREP, &in);
+
+	/* SIDR: the destination comes from rdma_cm's cma_hdr. */
+	mad_build(mad, CM_SIDR_REQ, 0xc361a776, 0, ++f->tid);
+	mad[41] = 4 << 4;	      /* cma_hdr: IPv4 */
+	memcpy(mad + 72, peer->gid + 12, 4); /* dst address 10.0.2.1 */
+	qemu_mad_frame(&m, qgid, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	vm_expect(peer, CM_SIDR_REQ, &in);
+	mad_build(mad, CM_SIDR_REP, mad_local(in.mad), 0, ++f->tid);
+	g_assert_cmpint(vm_send(peer, qgid, mad), ==, 0);
+	qemu_expect(fd, qgid, peer->gid, CM_SIDR_REP, &m);
+	g_assert_cmpuint(mad_local(m.umad.mad), ==, 0xc361a776);
+
+	/* The answer to a MAD request is the echo with msg_type RESP. */
+	raw_frame(&m, RDMACM_MUX_OP_CODE_UNREG, qgid);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	close(fd);
+	vm_free(peer);
+
+	out = daemon_output(f->da);
+	/* The workaround is logged once per client. */
+	g_assert_nonnull(strstr(out, "puts its own GID in addr.gid"));
+	g_assert_null(strstr(strstr(out, "puts its own GID in addr.gid") + 1,
+			     "puts its own GID in addr.gid"));
+}
+
+static void test_restart_after_sigkill(Fixture *f, gconstpointer data)
+{
+	uint8_t mad[256];
+	struct rdmacm_mux_inbound in;
+	Vm *a, *b;
+	(void)data;
+
+	daemon_kill(f->da);
+	/* The socket file is left behind; a restart must clean it up. */
+	g_assert_true(g_file_test(f->da->socket, G_FILE_TEST_EXISTS));
+	daemon_restart(f->da);
+
+	a = vm_new(f->da, "::ffff:10.0.1.1", "a");
+	b = vm_new(f->db, "::ffff:10.0.2.1", "b");
+	mad_build_req(mad, 1, a->gid, b->gid, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_REQ, &in);
+	mad_build(mad, CM_REP, 2, mad_local(in.mad), ++f->tid);
+	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
+	vm_expect(a, CM_REP, &in);
+	g_assert_cmpuint(mad_remote(in.mad), ==, 1);
+	vm_free(a);
+	vm_free(b);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	/* A clean stop removes the socket it made. */
+	g_assert_false(g_file_test(f->da->socket, G_FILE_TEST_EXISTS));
+}
+
+static void test_timers(Fixture *f, gconstpointer data)
+{
+	uint8_t mad[256];
+	struct rdmacm_mux_inbound in;
+	Vm *a = vm_new(f->da, "::ffff:10.0.1.1", "a");
+	Vm *b = vm_new(f->db, "::ffff:10.0.2.1", "b");
+	uint32_t wa, wb;
+	(void)data;
+
+	/* A half-open handshake is forgotten after the idle timeout. */
+	mad_build_req(mad, 1, a->gid, b->gid, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_REQ, &in);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 1);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 1);
+	g_usleep(700000);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+
+	/* An established connection is kept however long it is quiet. */
+	mad_build_req(mad, 2, a->gid, b->gid, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_REQ, &in);
+	wa = mad_local(in.mad);
+	mad_build(mad, CM_REP, 3, wa, ++f->tid);
+	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
+	vm_expect(a, CM_REP, &in);
+	wb = mad_local(in.mad);
+	mad_build(mad, CM_RTU, 2, wb, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_RTU, &in);
+	g_usleep(900000);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 1);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 1);
+
+	/* A late DREQ still finds it; after DREP the removal timer runs. */
+	mad_build(mad, CM_DREQ, 3, wa, ++f->tid);
+	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
+	vm_expect(a, CM_DREQ, &in);
+	g_assert_cmpuint(mad_remote(in.mad), ==, 2);
+	mad_build(mad, CM_DREP, 2, wb, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_DREP, &in);
+	/* A duplicate DREQ during the closing period is still routed. */
+	mad_build(mad, CM_DREQ, 3, wa, ++f->tid);
+	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
+	vm_expect(a, CM_DREQ, &in);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 1);
+	g_usleep(600000);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+
+	/* A SIDR query ends with its answer. */
+	mad_build(mad, CM_SIDR_REQ, 4, 0, ++f->tid);
+	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
+	vm_expect(b, CM_SIDR_REQ, &in);
+	mad_build(mad, CM_SIDR_REP, mad_local(in.mad), 0, ++f->tid);
+	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
+	vm_expect(a, CM_SIDR_REP, &in);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
+	g_usleep(500000);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+
+	vm_free(a);
+	vm_free(b);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add("/qemu/raw-client-handshake", Fixture, NULL, fixture_setup,
+		   test_qemu_client_handshake, fixture_teardown);
+	g_test_add("/restart/after-sigkill", Fixture, NULL, fixture_setup,
+		   test_restart_after_sigkill, fixture_teardown);
+	g_test_add("/timers/lifecycle", Fixture, short_timers, fixture_setup, test_timers,
+		   fixture_teardown);
+	return g_test_run();
+}
