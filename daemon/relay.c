@@ -51,6 +51,7 @@ struct Relay {
 	sd_event_source *timer;
 	uint64_t timer_armed_at;
 	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
+	GArray *sinks;	  /* EventSink */
 	uint32_t next_client_id;
 	RelayCounters counters;
 };
@@ -105,25 +106,83 @@ static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
 	return memcmp(a, b, 16) == 0;
 }
 
-/* ---- trace ---- */
+/* ---- events ---- */
 
-static void trace_line(Relay *r, const char *dir, const Client *c, uint16_t attr,
-		       const char *ids, const uint8_t *gid_a, const uint8_t *gid_b,
-		       const char *note)
+typedef struct EventSink {
+	RelayEventFn fn;
+	void *userdata;
+} EventSink;
+
+void relay_format_event(const RelayEvent *ev, char *buf, size_t len)
 {
-	char a[GID_STR_LEN], b[GID_STR_LEN], name[16], client[16];
+	char a[GID_STR_LEN], b[GID_STR_LEN], name[16], client[16], ids[64];
+	const uint8_t *from = ev->rx ? ev->remote_gid : ev->local_gid;
+	const uint8_t *to = ev->rx ? ev->local_gid : ev->remote_gid;
 
-	if (!r->cfg.trace)
-		return;
-	if (c)
-		snprintf(client, sizeof(client), "%u", c->id);
+	if (ev->client_id)
+		snprintf(client, sizeof(client), "%u", ev->client_id);
 	else
 		snprintf(client, sizeof(client), "-");
-	fprintf(r->cfg.trace, "[%s:%d] %-4s %-8s client %-4s %s  %s -> %s%s%s\n",
-		r->port->dev, r->port->port, dir, cm_attr_name(attr, name), client, ids,
-		gid_a ? gid_to_string(gid_a, a) : "?", gid_b ? gid_to_string(gid_b, b) : "?",
-		note ? "  " : "", note ? note : "");
-	fflush(r->cfg.trace);
+	if (ev->rx)
+		snprintf(ids, sizeof(ids), "wire 0x%08x -> comm 0x%08x", ev->wire_id,
+			 ev->client_comm_id);
+	else
+		snprintf(ids, sizeof(ids), "comm 0x%08x -> wire 0x%08x", ev->client_comm_id,
+			 ev->wire_id);
+	snprintf(buf, len, "[%s:%d] %s%-3s %-8s client %-4s %s  tid 0x%016" PRIx64 "  %s -> %s%s%s",
+		 ev->dev, ev->port, ev->rx ? "RX" : "TX", ev->drop ? "!" : "",
+		 cm_attr_name(ev->attr, name), client, ids, ev->tid,
+		 from ? gid_to_string(from, a) : "?", to ? gid_to_string(to, b) : "?",
+		 ev->drop ? "  dropped: " : "", ev->drop ? ev->drop : "");
+}
+
+static void text_trace_sink(void *userdata, const RelayEvent *ev)
+{
+	FILE *f = userdata;
+	char line[512];
+
+	relay_format_event(ev, line, sizeof(line));
+	fprintf(f, "%s\n", line);
+	fflush(f);
+}
+
+int relay_add_event_sink(Relay *r, RelayEventFn fn, void *userdata)
+{
+	EventSink sink = { fn, userdata };
+
+	g_array_append_val(r->sinks, sink);
+	return 0;
+}
+
+void relay_remove_event_sink(Relay *r, RelayEventFn fn, void *userdata)
+{
+	for (guint i = 0; i < r->sinks->len; i++) {
+		EventSink *s = &g_array_index(r->sinks, EventSink, i);
+		if (s->fn == fn && s->userdata == userdata) {
+			g_array_remove_index(r->sinks, i);
+			return;
+		}
+	}
+}
+
+static void relay_emit(Relay *r, RelayEvent *ev, const Client *c)
+{
+	if (r->sinks->len == 0)
+		return;
+	ev->dev = r->port->dev;
+	ev->port = r->port->port;
+	ev->realtime_usec = (uint64_t)g_get_real_time();
+	if (c) {
+		ev->client_id = c->id;
+		ev->client_pid = (int)c->cred.pid;
+	}
+	if (ev->mad && ev->mad_len >= 16)
+		ev->tid = get_be64(ev->mad + 8);
+	/* A sink may remove itself (a trace reader that went away). */
+	for (guint i = r->sinks->len; i > 0; i--) {
+		EventSink s = g_array_index(r->sinks, EventSink, i - 1);
+		s.fn(s.userdata, ev);
+	}
 }
 
 /* ---- clients ---- */
@@ -345,14 +404,14 @@ static void tx_dest_from_session(TxContext *t, const Session *s)
 		memcpy(t->dest, s->peer_gid, 16);
 }
 
-static uint32_t tx_new_session(Relay *r, TxContext *t, SessionState state)
+static uint32_t tx_new_session(Relay *r, TxContext *t, SessionState state, uint64_t now)
 {
 	Client *c = t->client;
 	uint32_t h;
 
 	if (c->sessions.count >= r->cfg.max_sessions)
 		return 0;
-	h = session_table_add(r->sessions, &c->sessions, c->id, state);
+	h = session_table_add(r->sessions, &c->sessions, c->id, state, now);
 	if (h) {
 		r->counters.sessions_created++;
 		c->stats.sessions = c->sessions.count;
@@ -392,7 +451,7 @@ static int tx_start(Relay *r, TxContext *t, uint64_t now)
 		h = 0;
 	}
 	if (!h) {
-		h = tx_new_session(r, t, sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT);
+		h = tx_new_session(r, t, sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT, now);
 		if (!h)
 			return tx_fail(t, TX_REJECT_SESSION_QUOTA, -EDQUOT);
 		session_table_set_client_comm_id(r->sessions, h, t->client_id_field);
@@ -577,7 +636,6 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 	UmadBuffer buf;
 	TxContext t = { .client = c, .buf = &buf };
 	struct rdmacm_mux_mad_addr *a = &buf.hdr.addr;
-	char ids[96];
 	uint64_t now;
 	int gid_index, err;
 
@@ -662,16 +720,21 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 
 	r->counters.tx[cm_attr_to_index(t.attr)]++;
 	c->stats.tx_mads++;
-	snprintf(ids, sizeof(ids), "comm 0x%08x -> wire 0x%08x", t.client_id_field, t.wire_id);
-	trace_line(r, "TX", c, t.attr, ids, t.sgid, t.dest, NULL);
+	relay_emit(r, &(RelayEvent){ .attr = t.attr, .client_comm_id = t.client_id_field,
+				     .wire_id = t.wire_id, .local_gid = t.sgid, .remote_gid = t.dest,
+				     .hdr = &buf.hdr, .mad = buf.mad, .mad_len = t.len },
+		   c);
 	return 0;
 
 refused:
 	r->counters.tx_reject[t.reject]++;
 	c->stats.tx_rejected++;
-	snprintf(ids, sizeof(ids), "comm 0x%08x", t.client_id_field);
-	trace_line(r, "TX!", c, t.attr, ids, t.sgid, t.dest_explicit ? t.dest : NULL,
-		   tx_reject_name(t.reject));
+	relay_emit(r, &(RelayEvent){ .drop = tx_reject_name(t.reject), .attr = t.attr,
+				     .client_comm_id = t.client_id_field, .local_gid = t.sgid,
+				     .remote_gid = t.dest_explicit ? t.dest : NULL,
+				     .hdr = &req->umad.hdr, .mad = req->umad.mad,
+				     .mad_len = t.len },
+		   c);
 	return err;
 }
 
@@ -864,7 +927,8 @@ typedef struct RxRoute {
 	uint8_t local_gid_copy[16]; /* when the session goes away on delivery */
 	uint32_t handle;
 	RxDrop drop;
-	char ids[96];
+	uint32_t wire_id;
+	uint32_t client_comm_id;
 } RxRoute;
 
 /* The local GID a MAD was addressed to, as far as the header tells. */
@@ -894,7 +958,7 @@ static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, u
 			local = fallback;
 	}
 	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
-	snprintf(rt->ids, sizeof(rt->ids), "peer 0x%08x", peer_id);
+	rt->wire_id = peer_id;
 	if (!c) {
 		rt->drop = RX_DROP_NO_OWNER;
 		rt->local_gid = local;
@@ -910,7 +974,7 @@ static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, u
 			return false;
 		}
 		h = session_table_add(r->sessions, &c->sessions, c->id,
-				      sidr ? SESSION_SIDR_RCVD : SESSION_REQ_RCVD);
+				      sidr ? SESSION_SIDR_RCVD : SESSION_REQ_RCVD, now);
 		if (!h) {
 			rt->drop = RX_DROP_SESSION_QUOTA;
 			return false;
@@ -956,7 +1020,7 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 			h = session_table_lookup_peer(r->sessions, cm_get_local_comm_id(mad),
 						      local, buf->hdr.addr.gid);
 	}
-	snprintf(rt->ids, sizeof(rt->ids), "wire 0x%08x", wire);
+	rt->wire_id = wire;
 	s = h ? session_table_get(r->sessions, h) : NULL;
 	if (!s) {
 		rt->drop = RX_DROP_NO_SESSION;
@@ -969,7 +1033,7 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 	}
 	rt->handle = h;
 	rt->local_gid = s->local_gid;
-	snprintf(rt->ids, sizeof(rt->ids), "wire 0x%08x -> comm 0x%08x", wire, s->client_comm_id);
+	rt->client_comm_id = s->client_comm_id;
 
 	if (sidr) {
 		cm_set_sidr_request_id(mad, s->client_comm_id);
@@ -1018,6 +1082,9 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 {
 	struct rdmacm_mux_msg m;
 	RxRoute rt = { .drop = RX_DROP_COUNT };
+	uint8_t wire_mad[RDMACM_MUX_MAD_SIZE];
+	RelayEvent ev = { .rx = true, .hdr = &buf->hdr, .mad = wire_mad, .mad_len = len,
+			  .remote_gid = buf->hdr.addr.gid };
 	uint16_t attr = 0;
 	uint64_t now;
 	int e;
@@ -1027,13 +1094,18 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		r->counters.rx_drop[RX_DROP_STATUS]++;
 		return;
 	}
+	/* Sinks see the MAD as it was on the wire, before any rewrite. */
+	if (r->sinks->len)
+		memcpy(wire_mad, buf->mad, len);
 	e = cm_mad_check(buf->mad, len, &attr);
+	ev.attr = attr;
 	if (e < 0) {
 		RxDrop d = e == -EPROTO ? RX_DROP_NOT_CM
 			   : e == -EOPNOTSUPP ? RX_DROP_UNSUPPORTED
 					       : RX_DROP_MALFORMED;
 		r->counters.rx_drop[d]++;
-		trace_line(r, "RX!", NULL, attr, "", buf->hdr.addr.gid, NULL, rx_drop_name(d));
+		ev.drop = rx_drop_name(d);
+		relay_emit(r, &ev, NULL);
 		return;
 	}
 
@@ -1042,10 +1114,13 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		ok = rx_route_new(r, buf, len, attr, now, &rt);
 	else
 		ok = rx_route_session(r, buf, attr, now, &rt);
+	ev.wire_id = rt.wire_id;
+	ev.client_comm_id = rt.client_comm_id;
+	ev.local_gid = rt.local_gid;
 	if (!ok) {
 		r->counters.rx_drop[rt.drop]++;
-		trace_line(r, "RX!", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid,
-			   rx_drop_name(rt.drop));
+		ev.drop = rx_drop_name(rt.drop);
+		relay_emit(r, &ev, rt.client);
 		return;
 	}
 
@@ -1061,14 +1136,14 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	if (client_queue_mad(rt.client, &m) < 0) {
 		r->counters.rx_drop[RX_DROP_QUEUE_FULL]++;
 		rt.client->stats.rx_dropped++;
-		trace_line(r, "RX!", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid,
-			   rx_drop_name(RX_DROP_QUEUE_FULL));
+		ev.drop = rx_drop_name(RX_DROP_QUEUE_FULL);
+		relay_emit(r, &ev, rt.client);
 		return;
 	}
 	r->counters.rx[cm_attr_to_index(attr)]++;
 	rt.client->stats.rx_mads++;
 	relay_mark_dirty(r, rt.client);
-	trace_line(r, "RX", rt.client, attr, rt.ids, buf->hdr.addr.gid, rt.local_gid, NULL);
+	relay_emit(r, &ev, rt.client);
 }
 
 static int on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -1144,6 +1219,9 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, client_free_cb);
 	r->gid_owners = g_hash_table_new_full(gid_key_hash, gid_key_equal, g_free, NULL);
 	r->dirty = g_ptr_array_new();
+	r->sinks = g_array_new(FALSE, FALSE, sizeof(EventSink));
+	if (cfg->trace)
+		relay_add_event_sink(r, text_trace_sink, cfg->trace);
 	if (!r->sessions) {
 		relay_free(r);
 		return -ENOMEM;
@@ -1174,10 +1252,34 @@ void relay_free(Relay *r)
 		g_hash_table_destroy(r->gid_owners);
 	if (r->dirty)
 		g_ptr_array_free(r->dirty, TRUE);
+	if (r->sinks)
+		g_array_free(r->sinks, TRUE);
 	session_table_free(r->sessions);
 	umad_port_close(r->port);
 	sd_event_unref(r->event);
 	g_free(r);
+}
+
+void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const Client *c),
+			  void *userdata)
+{
+	GHashTableIter it;
+	gpointer value;
+
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		fn(userdata, value);
+}
+
+void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Session *s),
+			   void *userdata)
+{
+	session_table_foreach(r->sessions, fn, userdata);
+}
+
+const UmadPort *relay_port(const Relay *r)
+{
+	return r->port;
 }
 
 uint32_t relay_client_count(const Relay *r)

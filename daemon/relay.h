@@ -81,6 +81,34 @@ typedef struct RelayCounters {
 
 typedef struct Relay Relay;
 
+/* One MAD that crossed the daemon, or was refused or dropped. */
+typedef struct RelayEvent {
+	const char *dev;
+	int port;
+	uint64_t realtime_usec;
+	bool rx;	      /* from the wire towards a client */
+	const char *drop;     /* why it was refused or dropped; NULL if relayed */
+	uint32_t client_id;   /* 0 when no client is involved */
+	int client_pid;
+	uint16_t attr;
+	uint32_t client_comm_id; /* the client's comm id (SIDR: request id), 0 if none */
+	uint32_t wire_id;	 /* the daemon's id for it on the wire, 0 if none */
+	uint64_t tid;		 /* as on the wire */
+	const uint8_t *local_gid;  /* our client's GID, or NULL */
+	const uint8_t *remote_gid; /* the other end's GID, or NULL */
+	const struct rdmacm_mux_umad_hdr *hdr; /* the umad header, as sent or received */
+	const uint8_t *mad;	/* the MAD as on the wire, mad_len bytes */
+	size_t mad_len;
+} RelayEvent;
+
+typedef void (*RelayEventFn)(void *userdata, const RelayEvent *ev);
+
+/* Sinks see every event (trace, pcap, admin tool). Return: 0 or -ENOMEM. */
+int relay_add_event_sink(Relay *r, RelayEventFn fn, void *userdata);
+void relay_remove_event_sink(Relay *r, RelayEventFn fn, void *userdata);
+/* One human-readable line for @ev, without a newline. */
+void relay_format_event(const RelayEvent *ev, char *buf, size_t len);
+
 /**
  * relay_new() - start relaying on @port (taken over) within @event.
  * Return: 0 or a negative errno.
@@ -99,6 +127,15 @@ uint32_t relay_gid_count(const Relay *r);
 uint32_t relay_session_count(const Relay *r);
 const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
+
+typedef struct Client Client;
+typedef struct Session Session;
+/* Walk the clients and the sessions, for status output. */
+void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const Client *c),
+			  void *userdata);
+void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Session *s),
+			   void *userdata);
+const UmadPort *relay_port(const Relay *r);
 
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);

@@ -320,7 +320,7 @@ unsigned session_table_expire(SessionTable *t, uint64_t now, SessionOwnerFn owne
 /* ---- life cycle ---- */
 
 uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_id,
-			   SessionState state)
+			   SessionState state, uint64_t now)
 {
 	uint32_t h;
 	Session *s;
@@ -336,6 +336,7 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 	s = slot(t, h);
 	memset(s, 0, sizeof(*s));
 	s->client_id = client_id;
+	s->created_ms = ms_ticks(now);
 	s->state = (uint8_t)state;
 	s->flags = SESSION_F_LIVE;
 	/* Link at the head of the owner's list. */
@@ -468,6 +469,27 @@ uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
 			return h;
 	}
 	return 0;
+}
+
+void session_table_foreach(const SessionTable *t,
+			   void (*fn)(void *userdata, const Session *s), void *userdata)
+{
+	for (uint32_t h = 1; h <= t->used; h++)
+		if (slot(t, h)->flags & SESSION_F_LIVE)
+			fn(userdata, slot(t, h));
+}
+
+uint32_t session_age_ms(const Session *s, uint64_t now)
+{
+	return ms_ticks(now) - s->created_ms;
+}
+
+int64_t session_timer_left_ms(const Session *s, uint64_t now)
+{
+	if (s->timer == SESSION_TIMER_NONE)
+		return -1;
+	int32_t left = (int32_t)(s->deadline_ms - ms_ticks(now));
+	return left < 0 ? 0 : left;
 }
 
 const char *session_state_name(SessionState st)

@@ -61,6 +61,7 @@ typedef struct Session {
 	uint32_t peer_comm_id;	 /* 0 until known */
 	uint32_t client_id;
 	uint32_t deadline_ms; /* table ticks, valid while timer != NONE */
+	uint32_t created_ms;  /* table ticks, for the admin tool's "age" */
 	uint32_t next_wire, next_client, next_peer; /* hash chains */
 	uint32_t timer_prev, timer_next;
 	uint32_t owner_prev, owner_next;
@@ -103,7 +104,7 @@ size_t session_table_memory(const SessionTable *t);
  * Return: the handle (> 0), or 0 when memory ran out.
  */
 uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_id,
-			   SessionState state);
+			   SessionState state, uint64_t now);
 
 /* Remove one session from every index, its timer and its owner's list. */
 void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle);
@@ -139,6 +140,13 @@ uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now);
  */
 unsigned session_table_expire(SessionTable *t, uint64_t now, SessionOwnerFn owner_of,
 			      void *userdata);
+
+/* Call @fn for every live session, in no particular order. */
+void session_table_foreach(const SessionTable *t,
+			   void (*fn)(void *userdata, const Session *s), void *userdata);
+/* Milliseconds since @s was created, and until its timer fires (or -1). */
+uint32_t session_age_ms(const Session *s, uint64_t now);
+int64_t session_timer_left_ms(const Session *s, uint64_t now);
 
 const char *session_state_name(SessionState s);
 const char *session_timer_name(SessionTimer k);

@@ -32,8 +32,8 @@ static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
 	Owners o = { 0 };
 	uint32_t h1, h2, w1, w2;
 
-	h1 = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
-	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT);
+	h1 = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
+	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT, 0);
 	session_table_set_client_comm_id(t, h1, 0x1234);
 	session_table_set_client_comm_id(t, h2, 0x1234);
 	w1 = session_table_assign_wire_id(t, h1);
@@ -56,7 +56,7 @@ static void test_peer_index_matches_gid_and_optional_peer(void)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
-	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_RCVD);
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_RCVD, 0);
 
 	session_table_set_peer(t, h, 0xabcdef01, gid_a, gid_b);
 	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef01, gid_a, gid_b), ==, h);
@@ -73,13 +73,13 @@ static void test_remove_all_scrubs_every_index(void)
 	uint32_t wires[100];
 
 	for (uint32_t i = 0; i < 100; i++) {
-		uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+		uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
 		session_table_set_client_comm_id(t, h, i + 1);
 		wires[i] = session_table_assign_wire_id(t, h);
 		session_table_set_peer(t, h, 1000 + i, gid_a, gid_b);
 		session_table_arm(t, h, SESSION_TIMER_HANDSHAKE, 10 * SEC);
 	}
-	session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT);
+	session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT, 0);
 	g_assert_cmpuint(o.lists[1].count, ==, 100);
 	session_table_remove_all(t, &o.lists[1]);
 	g_assert_cmpuint(o.lists[1].count, ==, 0);
@@ -99,9 +99,9 @@ static void test_timers_expire_in_order_and_rearm(void)
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
 	uint64_t now = 100 * SEC;
-	uint32_t a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
-	uint32_t b = session_table_add(t, &o.lists[1], 1, SESSION_CLOSING);
-	uint32_t c = session_table_add(t, &o.lists[2], 2, SESSION_ESTABLISHED);
+	uint32_t a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
+	uint32_t b = session_table_add(t, &o.lists[1], 1, SESSION_CLOSING, 0);
+	uint32_t c = session_table_add(t, &o.lists[2], 2, SESSION_ESTABLISHED, 0);
 
 	session_table_arm(t, a, SESSION_TIMER_HANDSHAKE, now);		/* +1 s */
 	session_table_arm(t, b, SESSION_TIMER_CLOSING, now);		/* +3 s */
@@ -128,7 +128,7 @@ static void test_timers_survive_tick_wraparound(void)
 	Owners o = { 0 };
 	/* 2^32 ms ticks is 49.7 days; start just before the wrap. */
 	uint64_t now = (((uint64_t)1 << 32) - 200) * 1000ull;
-	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
 
 	session_table_arm(t, h, SESSION_TIMER_HANDSHAKE, now);
 	g_assert_cmpuint(session_table_expire(t, now + SEC / 2, owner_of, &o), ==, 0);
@@ -144,7 +144,7 @@ static void test_growth_keeps_every_key(void)
 	GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
 
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t h = session_table_add(t, &o.lists[i % 4], i % 4, SESSION_REQ_SENT);
+		uint32_t h = session_table_add(t, &o.lists[i % 4], i % 4, SESSION_REQ_SENT, 0);
 		g_assert_cmpuint(h, !=, 0);
 		session_table_set_client_comm_id(t, h, i / 4 + 1);
 		wires[i] = session_table_assign_wire_id(t, h);
@@ -169,7 +169,7 @@ static void test_slot_reuse_does_not_leak_state(void)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
-	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT);
+	uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
 	uint32_t w, h2;
 	Session *s;
 
@@ -177,7 +177,7 @@ static void test_slot_reuse_does_not_leak_state(void)
 	w = session_table_assign_wire_id(t, h);
 	session_table_set_peer(t, h, 5, gid_a, gid_b);
 	session_table_remove(t, &o.lists[1], h);
-	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_RCVD);
+	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_RCVD, 0);
 	g_assert_cmpuint(h2, ==, h); /* the slot is reused... */
 	s = session_table_get(t, h2);
 	/* ...and holds nothing of its previous owner. */
