@@ -1,0 +1,19 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Scenario: rdmacm-mux refuses to start when ib_cm owns the CM class: it must
+# exit with status 3 (EXIT_CM_OWNED, daemon/main.c) and name ib_cm in its
+# message. It leaves ib_cm unloaded.
+# vm-needs: rdmacm-mux
+# shellcheck source-path=SCRIPTDIR source=../guest-lib.sh
+. /vm/guest-lib.sh
+vm_need rdmacm-mux
+
+vm_check "modprobe ib_cm" modprobe ib_cm
+timeout 20 rdmacm-mux -d rxe0 -p 1 -s "$VM_SOCK_PREFIX" >/tmp/mux.out 2>&1
+rc=$?
+cat /tmp/mux.out
+vm_check "rdmacm-mux exits 3 when ib_cm is loaded (got $rc)" [ "$rc" -eq 3 ]
+vm_check "its message names ib_cm" grep -q ib_cm /tmp/mux.out
+vm_check "rmmod ib_cm" rmmod ib_cm
+vm_finish

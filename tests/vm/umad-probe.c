@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * umad-probe: a small libibumad client used by the real-kernel VM tests
+ * (tests/vm). It owns the guest-side checks that need only the kernel's
+ * umad interface, not rdmacm-mux: CM agent registration (and its refusal
+ * when the class is already owned), and sending and receiving CM MADs
+ * between two soft-RoCE ports by GID, checking the address the kernel
+ * reports. The daemon scenarios reuse it as the "far side" peer.
+ *
+ * Every command prints what it saw and exits 0 when the check passed,
+ * 1 when it failed and 2 on a usage error. See usage() for the commands.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <infiniband/umad.h>
+
+#define CM_CLASS 0x07
+#define CM_CLASS_VERSION 2
+#define CM_METHOD_SEND 0x03
+#define CM_ATTR_REQ 0x0010
+#define CM_ATTR_REP 0x0013
+#define CM_QKEY 0x80010000u
+#define MAD_LEN 256
+#define MAX_GID_INDEX 256 /* ib_mad_addr_t.gid_index is a u8 */
+
+/* Offsets in the 256-byte MAD (common header, then the CM payload). */
+#define OFF_BASE_VERSION 0
+#define OFF_CLASS 1
+#define OFF_CLASS_VERSION 2
+#define OFF_METHOD 3
+#define OFF_TID 8
+#define OFF_ATTR_ID 16
+#define OFF_COMM_ID 24
+
+static const char *prog = "umad-probe";
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage:\n"
+		"  %1$s register DEV PORT\n"
+		"      a Send-mask CM agent registers; a second one on the same port\n"
+		"      fails with EINVAL; after unregistering the first, it succeeds\n"
+		"  %1$s expect-owned DEV PORT\n"
+		"      a Send-mask CM agent registration must fail with EINVAL\n"
+		"  %1$s hold DEV PORT\n"
+		"      register a Send-mask CM agent, print 'holding', wait for stdin EOF\n"
+		"  %1$s gid-index DEV GID\n"
+		"      print the port-1 GID table index of GID\n"
+		"  %1$s xfer SDEV SGID DDEV DGID\n"
+		"      REQ from SGID on SDEV to DGID on DDEV, REP back; check addresses\n"
+		"  %1$s send-fail SDEV SGID DGID\n"
+		"      a send from SGID to DGID must fail\n"
+		"  %1$s send SDEV SGID DGID COMM_ID\n"
+		"      send one REQ carrying COMM_ID (no agent-side checks)\n"
+		"  %1$s recv DEV TIMEOUT_MS [reply]\n"
+		"      receive one CM MAD, print it; with 'reply', answer with a REP\n"
+		"All ports are port 1 except where PORT is given.\n",
+		prog);
+}
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+	       ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+
+static bool parse_gid(const char *s, uint8_t gid[16])
+{
+	if (inet_pton(AF_INET6, s, gid) != 1) {
+		fprintf(stderr, "%s: not a GID: %s\n", prog, s);
+		return false;
+	}
+	return true;
+}
+
+static const char *gid_str(const uint8_t gid[16], char buf[INET6_ADDRSTRLEN])
+{
+	if (!inet_ntop(AF_INET6, gid, buf, INET6_ADDRSTRLEN))
+		snprintf(buf, INET6_ADDRSTRLEN, "?");
+	return buf;
+}
+
+/* Reads a sysfs GID ("0000:0000:...:0a00:0001") into 16 bytes. */
+static bool read_sysfs_gid(const char *path, uint8_t gid[16])
+{
+	unsigned int w[8];
+	FILE *f = fopen(path, "re");
+	int n;
+
+	if (!f)
+		return false;
+	n = fscanf(f, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x", &w[0], &w[1], &w[2],
+		   &w[3], &w[4], &w[5], &w[6], &w[7]);
+	fclose(f);
+	if (n != 8)
+		return false;
+	for (int i = 0; i < 8; i++)
+		put_be16(gid + 2 * i, (uint16_t)w[i]);
+	return true;
+}
+
+/* The index of GID in DEV's port-1 table, or -1 (with a message). */
+static int gid_index(const char *dev, const uint8_t gid[16])
+{
+	const char *root = getenv("UMAD_PROBE_SYSFS");
+	char path[512], buf[INET6_ADDRSTRLEN];
+	uint8_t g[16];
+
+	if (!root)
+		root = "/sys";
+	for (int i = 0; i < MAX_GID_INDEX; i++) {
+		snprintf(path, sizeof(path),
+			 "%s/class/infiniband/%s/ports/1/gids/%d", root, dev, i);
+		if (read_sysfs_gid(path, g) && memcmp(g, gid, 16) == 0)
+			return i;
+	}
+	fprintf(stderr, "%s: GID %s is not in %s port 1's table\n", prog,
+		gid_str(gid, buf), dev);
+	return -1;
+}
+
+static int open_port(const char *dev, int port)
+{
+	int fd = umad_open_port(dev, port);
+
+	if (fd < 0)
+		fprintf(stderr, "%s: umad_open_port(%s, %d) = %d\n", prog, dev,
+			port, fd);
+	return fd;
+}
+
+/* Registers a CM agent whose method mask is Send; sets errno on failure. */
+static int register_send_agent(int fd)
+{
+	long mask[16 / sizeof(long)] = { 0 };
+
+	mask[0] = 1L << CM_METHOD_SEND;
+	errno = 0;
+	return umad_register(fd, CM_CLASS, CM_CLASS_VERSION, 0, mask);
+}
+
+static int cmd_register(const char *dev, int port)
+{
+	int fd1, fd2, a1, a2, err;
+
+	fd1 = open_port(dev, port);
+	fd2 = open_port(dev, port);
+	if (fd1 < 0 || fd2 < 0)
+		return 1;
+	a1 = register_send_agent(fd1);
+	if (a1 < 0) {
+		fprintf(stderr, "%s: first Send-mask registration failed: %s\n",
+			prog, strerror(errno));
+		return 1;
+	}
+	printf("register %s/%d: first agent id %d\n", dev, port, a1);
+	a2 = register_send_agent(fd2);
+	err = errno;
+	if (a2 >= 0) {
+		fprintf(stderr,
+			"%s: second Send-mask registration succeeded (agent %d)\n",
+			prog, a2);
+		return 1;
+	}
+	if (err != EINVAL) {
+		fprintf(stderr,
+			"%s: second registration failed with %s, want EINVAL\n",
+			prog, strerror(err));
+		return 1;
+	}
+	printf("register %s/%d: second agent refused: EINVAL\n", dev, port);
+	if (umad_unregister(fd1, a1) != 0) {
+		fprintf(stderr, "%s: umad_unregister failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	a2 = register_send_agent(fd2);
+	if (a2 < 0) {
+		fprintf(stderr,
+			"%s: registration after unregister failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	printf("register %s/%d: after unregister, agent id %d\n", dev, port,
+	       a2);
+	umad_close_port(fd2);
+	umad_close_port(fd1);
+	return 0;
+}
+
+static int cmd_expect_owned(const char *dev, int port)
+{
+	int fd = open_port(dev, port), a, err;
+
+	if (fd < 0)
+		return 1;
+	a = register_send_agent(fd);
+	err = errno;
+	if (a >= 0) {
+		fprintf(stderr,
+			"%s: Send-mask registration on %s/%d succeeded (agent %d), but the class should be owned\n",
+			prog, dev, port, a);
+		return 1;
+	}
+	if (err != EINVAL) {
+		fprintf(stderr, "%s: registration failed with %s, want EINVAL\n",
+			prog, strerror(err));
+		return 1;
+	}
+	printf("expect-owned %s/%d: refused with EINVAL\n", dev, port);
+	umad_close_port(fd);
+	return 0;
+}
+
+static int cmd_hold(const char *dev, int port)
+{
+	int fd = open_port(dev, port), a;
+	char c;
+
+	if (fd < 0)
+		return 1;
+	a = register_send_agent(fd);
+	if (a < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	printf("holding %s/%d agent %d\n", dev, port, a);
+	fflush(stdout);
+	while (read(STDIN_FILENO, &c, 1) > 0)
+		;
+	umad_close_port(fd);
+	return 0;
+}
+
+/* Fills a CM MAD and its send address (QP1, CM qkey, GRH from sgid_index). */
+static void build_mad(void *umad, int sgid_index, const uint8_t dgid[16],
+		      uint16_t attr, uint64_t tid, uint32_t comm_id)
+{
+	ib_user_mad_t *u = umad;
+	uint8_t *mad = umad_get_mad(umad);
+
+	memset(umad, 0, umad_size() + MAD_LEN);
+	umad_set_addr(umad, 0xffff, 1, 0, (int)CM_QKEY);
+	u->addr.grh_present = 1;
+	u->addr.gid_index = (uint8_t)sgid_index;
+	u->addr.hop_limit = 64;
+	memcpy(u->addr.gid, dgid, 16);
+	mad[OFF_BASE_VERSION] = 1;
+	mad[OFF_CLASS] = CM_CLASS;
+	mad[OFF_CLASS_VERSION] = CM_CLASS_VERSION;
+	mad[OFF_METHOD] = CM_METHOD_SEND;
+	put_be64(mad + OFF_TID, tid);
+	put_be16(mad + OFF_ATTR_ID, attr);
+	put_be32(mad + OFF_COMM_ID, comm_id);
+}
+
+static void print_received(const char *what, int agent, const void *umad)
+{
+	const ib_user_mad_t *u = umad;
+	const uint8_t *mad = umad_get_mad((void *)umad);
+	char buf[INET6_ADDRSTRLEN];
+
+	printf("%s: agent=%d status=%u qpn=%u grh=%u gid_index=%u gid=%s "
+	       "class=0x%02x method=0x%02x attr=0x%04x tid=0x%016" PRIx64
+	       " comm_id=0x%08x\n",
+	       what, agent, u->status, ntohl(u->addr.qpn), u->addr.grh_present,
+	       u->addr.gid_index, gid_str(u->addr.gid, buf), mad[OFF_CLASS],
+	       mad[OFF_METHOD], get_be16(mad + OFF_ATTR_ID),
+	       get_be64(mad + OFF_TID), get_be32(mad + OFF_COMM_ID));
+}
+
+/* Receives one MAD; returns the agent id, or -1 after a message. */
+static int recv_one(int fd, void *umad, int timeout_ms, const char *what)
+{
+	int len = MAD_LEN, agent;
+
+	agent = umad_recv(fd, umad, &len, timeout_ms);
+	if (agent < 0) {
+		fprintf(stderr, "%s: %s: nothing received within %d ms (%d)\n",
+			prog, what, timeout_ms, agent);
+		return -1;
+	}
+	print_received(what, agent, umad);
+	return agent;
+}
+
+/* Checks a received MAD against what was sent; returns the error count. */
+static int check_received(const void *umad, int want_agent, int agent,
+			  int want_gid_index, const uint8_t want_gid[16],
+			  uint16_t attr, uint64_t tid, uint32_t comm_id)
+{
+	const ib_user_mad_t *u = umad;
+	const uint8_t *mad = umad_get_mad((void *)umad);
+	char b1[INET6_ADDRSTRLEN], b2[INET6_ADDRSTRLEN];
+	int bad = 0;
+
+#define CHECK(cond, ...)                                          \
+	do {                                                      \
+		if (!(cond)) {                                    \
+			fprintf(stderr, "%s: FAIL: ", prog);      \
+			fprintf(stderr, __VA_ARGS__);             \
+			fputc('\n', stderr);                      \
+			bad++;                                    \
+		}                                                 \
+	} while (0)
+	CHECK(agent == want_agent, "agent %d, want %d", agent, want_agent);
+	CHECK(u->status == 0, "status %u, want 0", u->status);
+	CHECK(u->addr.grh_present == 1, "no GRH");
+	CHECK(ntohl(u->addr.qpn) == 1, "qpn %u, want 1", ntohl(u->addr.qpn));
+	CHECK(u->addr.gid_index == want_gid_index, "gid_index %u, want %d",
+	      u->addr.gid_index, want_gid_index);
+	CHECK(memcmp(u->addr.gid, want_gid, 16) == 0, "gid %s, want %s",
+	      gid_str(u->addr.gid, b1), gid_str(want_gid, b2));
+	CHECK(mad[OFF_CLASS] == CM_CLASS && mad[OFF_METHOD] == CM_METHOD_SEND,
+	      "class 0x%02x method 0x%02x", mad[OFF_CLASS], mad[OFF_METHOD]);
+	CHECK(get_be16(mad + OFF_ATTR_ID) == attr, "attr 0x%04x, want 0x%04x",
+	      get_be16(mad + OFF_ATTR_ID), attr);
+	/* The kernel rewrites the upper 32 TID bits with the agent's hi_tid. */
+	CHECK((uint32_t)get_be64(mad + OFF_TID) == (uint32_t)tid,
+	      "tid low bits 0x%08x, want 0x%08x",
+	      (uint32_t)get_be64(mad + OFF_TID), (uint32_t)tid);
+	CHECK(get_be32(mad + OFF_COMM_ID) == comm_id,
+	      "comm_id 0x%08x, want 0x%08x", get_be32(mad + OFF_COMM_ID),
+	      comm_id);
+#undef CHECK
+	return bad;
+}
+
+static int send_mad(int fd, int agent, void *umad)
+{
+	int ret = umad_send(fd, agent, umad, MAD_LEN, 0, 0);
+
+	if (ret < 0)
+		return -(errno ? errno : EIO);
+	return 0;
+}
+
+static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
+		    const char *dgid_s)
+{
+	uint8_t sgid[16], dgid[16];
+	int sidx, didx, sfd, dfd, sagent, dagent, got, ret, bad;
+	void *sbuf, *dbuf;
+	uint32_t comm_id = 0x11220000u ^ (uint32_t)getpid();
+	uint64_t tid = 0xfeed000000000000ull | ((uint64_t)(uint32_t)getpid() << 8);
+
+	if (!parse_gid(sgid_s, sgid) || !parse_gid(dgid_s, dgid))
+		return 2;
+	sidx = gid_index(sdev, sgid);
+	didx = gid_index(ddev, dgid);
+	if (sidx < 0 || didx < 0)
+		return 1;
+	printf("xfer: %s %s is gid_index %d; %s %s is gid_index %d\n", sdev,
+	       sgid_s, sidx, ddev, dgid_s, didx);
+
+	sfd = open_port(sdev, 1);
+	dfd = open_port(ddev, 1);
+	if (sfd < 0 || dfd < 0)
+		return 1;
+	sagent = register_send_agent(sfd);
+	dagent = register_send_agent(dfd);
+	if (sagent < 0 || dagent < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	sbuf = umad_alloc(1, umad_size() + MAD_LEN);
+	dbuf = umad_alloc(1, umad_size() + MAD_LEN);
+	if (!sbuf || !dbuf)
+		return 1;
+
+	build_mad(sbuf, sidx, dgid, CM_ATTR_REQ, tid, comm_id);
+	ret = send_mad(sfd, sagent, sbuf);
+	if (ret < 0) {
+		fprintf(stderr, "%s: REQ send failed: %s\n", prog,
+			strerror(-ret));
+		return 1;
+	}
+	got = recv_one(dfd, dbuf, 5000, "REQ received");
+	if (got < 0)
+		return 1;
+	bad = check_received(dbuf, dagent, got, didx, sgid, CM_ATTR_REQ, tid,
+			     comm_id);
+
+	/* Reply through the received address, as a CM peer would. */
+	{
+		ib_user_mad_t *u = dbuf;
+		uint8_t *mad = umad_get_mad(dbuf);
+
+		u->addr.qpn = htonl(1);
+		u->addr.qkey = htonl(CM_QKEY);
+		put_be16(mad + OFF_ATTR_ID, CM_ATTR_REP);
+		put_be32(mad + OFF_COMM_ID, ~comm_id);
+	}
+	ret = send_mad(dfd, dagent, dbuf);
+	if (ret < 0) {
+		fprintf(stderr, "%s: REP send failed: %s\n", prog,
+			strerror(-ret));
+		return 1;
+	}
+	got = recv_one(sfd, sbuf, 5000, "REP received");
+	if (got < 0)
+		return 1;
+	bad += check_received(sbuf, sagent, got, sidx, dgid, CM_ATTR_REP, tid,
+			      ~comm_id);
+	umad_free(sbuf);
+	umad_free(dbuf);
+	umad_close_port(sfd);
+	umad_close_port(dfd);
+	if (bad)
+		return 1;
+	printf("xfer %s -> %s: OK\n", sgid_s, dgid_s);
+	return 0;
+}
+
+/* Sends one REQ from SGID on SDEV through a NULL-mask agent. */
+static int send_one(const char *sdev, const char *sgid_s, const char *dgid_s,
+		    uint32_t comm_id, int *err)
+{
+	uint8_t sgid[16], dgid[16];
+	int sidx, fd, agent, ret;
+	void *buf;
+
+	if (!parse_gid(sgid_s, sgid) || !parse_gid(dgid_s, dgid))
+		return 2;
+	sidx = gid_index(sdev, sgid);
+	if (sidx < 0)
+		return 1;
+	fd = open_port(sdev, 1);
+	if (fd < 0)
+		return 1;
+	/* A NULL mask: this agent only sends, so it never competes with
+	 * the port's Send-mask owner. */
+	agent = umad_register(fd, CM_CLASS, CM_CLASS_VERSION, 0, NULL);
+	if (agent < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	buf = umad_alloc(1, umad_size() + MAD_LEN);
+	if (!buf)
+		return 1;
+	build_mad(buf, sidx, dgid, CM_ATTR_REQ, 0x5e5d00000000ull | comm_id,
+		  comm_id);
+	errno = 0;
+	ret = send_mad(fd, agent, buf);
+	*err = -ret;
+	umad_free(buf);
+	umad_close_port(fd);
+	return ret < 0 ? 1 : 0;
+}
+
+static int cmd_send_fail(const char *sdev, const char *sgid_s,
+			 const char *dgid_s)
+{
+	int err = 0, ret = send_one(sdev, sgid_s, dgid_s, 0xbad0bad0u, &err);
+
+	if (ret == 2)
+		return 2;
+	if (ret == 0) {
+		fprintf(stderr, "%s: send to %s succeeded, want a failure\n",
+			prog, dgid_s);
+		return 1;
+	}
+	if (err == 0) {
+		fprintf(stderr, "%s: setup failed before the send\n", prog);
+		return 1;
+	}
+	printf("send-fail %s -> %s: failed as expected: %s\n", sgid_s, dgid_s,
+	       strerror(err));
+	return 0;
+}
+
+static int cmd_send(const char *sdev, const char *sgid_s, const char *dgid_s,
+		    const char *comm_s)
+{
+	int err = 0, ret;
+	char *end;
+	unsigned long comm_id = strtoul(comm_s, &end, 0);
+
+	if (*comm_s == '\0' || *end != '\0' || comm_id > UINT32_MAX) {
+		fprintf(stderr, "%s: bad COMM_ID %s\n", prog, comm_s);
+		return 2;
+	}
+	ret = send_one(sdev, sgid_s, dgid_s, (uint32_t)comm_id, &err);
+	if (ret == 1 && err)
+		fprintf(stderr, "%s: send failed: %s\n", prog, strerror(err));
+	if (ret == 0)
+		printf("sent REQ comm_id=0x%08lx %s -> %s\n", comm_id, sgid_s,
+		       dgid_s);
+	return ret;
+}
+
+static int cmd_recv(const char *dev, const char *timeout_s, bool reply)
+{
+	int fd = open_port(dev, 1), agent, got, ret, timeout_ms;
+	void *buf;
+
+	timeout_ms = atoi(timeout_s);
+	if (fd < 0)
+		return 1;
+	agent = register_send_agent(fd);
+	if (agent < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog,
+			strerror(errno));
+		return 1;
+	}
+	printf("listening %s/1 agent %d\n", dev, agent);
+	fflush(stdout);
+	buf = umad_alloc(1, umad_size() + MAD_LEN);
+	if (!buf)
+		return 1;
+	got = recv_one(fd, buf, timeout_ms, "received");
+	if (got < 0)
+		return 1;
+	if (reply) {
+		ib_user_mad_t *u = buf;
+		uint8_t *mad = umad_get_mad(buf);
+
+		u->addr.qpn = htonl(1);
+		u->addr.qkey = htonl(CM_QKEY);
+		put_be16(mad + OFF_ATTR_ID, CM_ATTR_REP);
+		ret = send_mad(fd, agent, buf);
+		if (ret < 0) {
+			fprintf(stderr, "%s: reply failed: %s\n", prog,
+				strerror(-ret));
+			return 1;
+		}
+		printf("replied REP\n");
+	}
+	umad_free(buf);
+	umad_close_port(fd);
+	return 0;
+}
+
+static int parse_port(const char *s)
+{
+	int port = atoi(s);
+
+	if (port < 1 || port > 255) {
+		fprintf(stderr, "%s: bad port %s\n", prog, s);
+		return -1;
+	}
+	return port;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+	int port;
+
+	if (argc < 2) {
+		usage();
+		return 2;
+	}
+	cmd = argv[1];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (umad_init() < 0) {
+		fprintf(stderr, "%s: umad_init failed\n", prog);
+		return 1;
+	}
+	if (!strcmp(cmd, "register") && argc == 4) {
+		port = parse_port(argv[3]);
+		return port < 0 ? 2 : cmd_register(argv[2], port);
+	}
+	if (!strcmp(cmd, "expect-owned") && argc == 4) {
+		port = parse_port(argv[3]);
+		return port < 0 ? 2 : cmd_expect_owned(argv[2], port);
+	}
+	if (!strcmp(cmd, "hold") && argc == 4) {
+		port = parse_port(argv[3]);
+		return port < 0 ? 2 : cmd_hold(argv[2], port);
+	}
+	if (!strcmp(cmd, "gid-index") && argc == 4) {
+		uint8_t gid[16];
+		int idx;
+
+		if (!parse_gid(argv[3], gid))
+			return 2;
+		idx = gid_index(argv[2], gid);
+		if (idx < 0)
+			return 1;
+		printf("%d\n", idx);
+		return 0;
+	}
+	if (!strcmp(cmd, "xfer") && argc == 6)
+		return cmd_xfer(argv[2], argv[3], argv[4], argv[5]);
+	if (!strcmp(cmd, "send-fail") && argc == 5)
+		return cmd_send_fail(argv[2], argv[3], argv[4]);
+	if (!strcmp(cmd, "send") && argc == 6)
+		return cmd_send(argv[2], argv[3], argv[4], argv[5]);
+	if (!strcmp(cmd, "recv") && (argc == 4 || argc == 5)) {
+		bool reply = argc == 5 && !strcmp(argv[4], "reply");
+
+		if (argc == 5 && !reply) {
+			usage();
+			return 2;
+		}
+		return cmd_recv(argv[2], argv[3], reply);
+	}
+	usage();
+	return 2;
+}

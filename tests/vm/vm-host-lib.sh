@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Host-side helpers for building the VM test initramfs (tests/vm): copying
+# an ELF with the shared libraries ldd reports, and packing a cpio archive.
+# Sourced by vm-mkbase.sh and vm-run.sh.
+
+# The path a host file gets in the guest's merged-/usr root: /lib64/x goes
+# to usr/lib64/x (the base has lib64 -> usr/lib64), /lib/x to usr/lib/x, and
+# any other path is kept as it is (minus the leading slash). An overlay must
+# never carry a top-level lib, lib64, bin or sbin directory: it would clash
+# with the base's symlinks.
+vm_guest_path() {
+	local p=${1#/}
+	case $p in
+	lib/* | lib64/* | bin/* | sbin/*) p=usr/$p ;;
+	esac
+	printf '%s\n' "$p"
+}
+
+# vm_copy_file ROOT SRC [DEST]: copies SRC (dereferenced) to ROOT/DEST,
+# where DEST defaults to SRC's guest path.
+vm_copy_file() {
+	local root=$1 src=$2 dest=${3:-}
+	[[ -n $dest ]] || dest=$(vm_guest_path "$src")
+	mkdir -p "$root/$(dirname "$dest")"
+	cp -L "$src" "$root/$dest"
+}
+
+# vm_put_elf ROOT SRC [DEST]: copies a dynamically linked ELF and every
+# library ldd resolves for it. A library ldd cannot find is an error.
+vm_put_elf() {
+	local root=$1 src=$2 dest=${3:-} out lib
+	vm_copy_file "$root" "$src" "$dest"
+	if ! out=$(ldd "$src" 2>&1); then
+		# Static executables: nothing more to copy.
+		[[ $out == *"not a dynamic executable"* ]] && return 0
+		echo "vm: ldd $src failed: $out" >&2
+		return 1
+	fi
+	if [[ $out == *"not found"* ]]; then
+		echo "vm: $src has unresolved libraries:" >&2
+		grep 'not found' <<<"$out" >&2
+		return 1
+	fi
+	while read -r lib; do
+		[[ -n $lib ]] && vm_copy_file "$root" "$lib"
+	done < <(awk '$2 == "=>" && $3 ~ /^\// { print $3; next }
+		$1 ~ /^\// { print $1 }' <<<"$out")
+}
+
+# vm_cpio DIR OUT: packs DIR into a gzip-compressed newc archive, OUT.
+vm_cpio() {
+	local dir=$1 out=$2
+	(cd "$dir" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+		cpio --quiet --null -o -H newc -R 0:0) | gzip -1 >"$out.tmp"
+	mv "$out.tmp" "$out"
+}
