@@ -226,6 +226,26 @@ int client_flush(Client *c)
 	return 0;
 }
 
+unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
+		      void *userdata)
+{
+	unsigned n = 0;
+
+	while (c->resp.len > 0) {
+		fn(userdata, queue_at(&c->resp, 0));
+		queue_pop(&c->resp);
+		n++;
+	}
+	while (c->mad.len > 0) {
+		fn(userdata, queue_at(&c->mad, 0));
+		queue_pop(&c->mad);
+		n++;
+	}
+	c->out_src = 0;
+	c->out_off = 0;
+	return n;
+}
+
 int client_update_events(Client *c)
 {
 	uint32_t events = 0;

@@ -100,6 +100,11 @@ bool client_responses_full(const Client *c);
 int client_flush(Client *c);
 uint32_t client_queued(const Client *c);
 
+/* Hand every queued frame to @fn in writing order and empty the queues
+ * (for clients without a socket). Return: the number of frames. */
+unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
+		      void *userdata);
+
 /* Set the event mask from the state: EPOLLIN unless paused, EPOLLOUT
  * while frames wait. */
 int client_update_events(Client *c);

@@ -22,6 +22,7 @@
  * TIDs would otherwise collide in the kernel's duplicate-send check.
  */
 #include "relay.h"
+#include "relay-driver.h"
 
 #include <arpa/inet.h>
 #include <glib.h>
@@ -52,6 +53,7 @@ struct Relay {
 	uint64_t timer_armed_at;
 	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
 	GArray *sinks;	  /* EventSink */
+	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
 	uint32_t next_client_id;
 	RelayCounters counters;
 };
@@ -104,6 +106,18 @@ static guint gid_key_hash(gconstpointer p)
 static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
 {
 	return memcmp(a, b, 16) == 0;
+}
+
+/* The loop's notion of now; sd_event_now fails before the first run. */
+static uint64_t relay_now(const Relay *r)
+{
+	uint64_t now;
+
+	if (r->driver_now)
+		return r->driver_now;
+	if (sd_event_now(r->event, CLOCK_MONOTONIC, &now) < 0)
+		now = now_usec();
+	return now;
 }
 
 /* ---- events ---- */
@@ -205,11 +219,10 @@ static SessionList *session_owner(void *userdata, uint32_t client_id)
 
 static void relay_schedule_timer(Relay *r)
 {
-	uint64_t now, at;
+	uint64_t now = relay_now(r), at;
 
-	if (!r->timer)
+	if (!r->timer || r->driver_now)
 		return;
-	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
 	at = session_table_next_deadline(r->sessions, now);
 	if (at == UINT64_MAX) {
 		(void)sd_event_source_set_enabled(r->timer, SD_EVENT_OFF);
@@ -243,7 +256,11 @@ static void relay_drop_client(Relay *r, Client *c, const char *why)
 /* Write what is queued; returns false when the client had to go. */
 static bool relay_flush_client(Relay *r, Client *c)
 {
-	int e = client_flush(c);
+	int e;
+
+	if (c->fd < 0) /* a relay-driver client: its output waits to be drained */
+		return true;
+	e = client_flush(c);
 
 	if (e < 0 && e != -EAGAIN) {
 		r->counters.clients_dropped++;
@@ -636,10 +653,9 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 	UmadBuffer buf;
 	TxContext t = { .client = c, .buf = &buf };
 	struct rdmacm_mux_mad_addr *a = &buf.hdr.addr;
-	uint64_t now;
+	uint64_t now = relay_now(r);
 	int gid_index, err;
 
-	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
 	t.sgid = req->hdr.sgid.raw;
 
 	if (req->umad_len < RDMACM_MUX_MAD_HDR_SIZE || req->umad_len > RDMACM_MUX_MAD_SIZE) {
@@ -1109,7 +1125,7 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		return;
 	}
 
-	(void)sd_event_now(r->event, CLOCK_MONOTONIC, &now);
+	now = relay_now(r);
 	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)
 		ok = rx_route_new(r, buf, len, attr, now, &rt);
 	else
@@ -1333,4 +1349,187 @@ void relay_dump_counters(const Relay *r, FILE *f)
 		   ", sessions created %" PRIu64 " expired %" PRIu64 " live %u\n",
 		k->clients_accepted, k->clients_refused, k->clients_dropped,
 		k->sessions_created, k->sessions_expired, session_table_count(r->sessions));
+}
+
+/* ---- relay-driver.h ---- */
+
+void relay_driver_set_time(Relay *r, uint64_t now)
+{
+	r->driver_now = now ? now : 1;
+}
+
+static uint32_t relay_new_client_id(Relay *r)
+{
+	uint32_t id;
+
+	do
+		id = r->next_client_id++;
+	while (id == 0 || g_hash_table_contains(r->clients, GUINT_TO_POINTER(id)));
+	return id;
+}
+
+uint32_t relay_driver_add_client(Relay *r)
+{
+	Client *c;
+	uint32_t id;
+
+	if (g_hash_table_size(r->clients) >= r->cfg.max_clients)
+		return 0;
+	id = relay_new_client_id(r);
+	c = client_new(id, -1, r->cfg.max_queued, r->cfg.max_pending);
+	c->owner = r;
+	g_hash_table_insert(r->clients, GUINT_TO_POINTER(id), c);
+	r->counters.clients_accepted++;
+	return id;
+}
+
+bool relay_driver_has_client(const Relay *r, uint32_t client_id)
+{
+	return g_hash_table_contains(r->clients, GUINT_TO_POINTER(client_id));
+}
+
+void relay_driver_remove_client(Relay *r, uint32_t client_id)
+{
+	Client *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(client_id));
+
+	if (c)
+		relay_drop_client(r, c, "removed by the driver");
+}
+
+int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_msg *m)
+{
+	Client *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(client_id));
+	struct rdmacm_mux_msg copy = *m;
+
+	if (!c)
+		return -ENOENT;
+	(void)relay_handle_request(r, c, &copy);
+	relay_flush_dirty(r);
+	return 0;
+}
+
+void relay_driver_wire_mad(Relay *r, const UmadBuffer *buf, size_t mad_len)
+{
+	UmadBuffer copy = *buf;
+
+	if (mad_len > RDMACM_MUX_MAD_SIZE)
+		mad_len = RDMACM_MUX_MAD_SIZE;
+	relay_deliver(r, &copy, mad_len);
+	relay_flush_dirty(r);
+}
+
+unsigned relay_driver_drain(Relay *r, uint32_t client_id,
+			    void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
+			    void *userdata)
+{
+	Client *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(client_id));
+	unsigned n = 0;
+
+	if (!c)
+		return 0;
+	n = client_drain(c, fn, userdata);
+	if (c->reading_paused && !client_responses_full(c))
+		c->reading_paused = false;
+	return n;
+}
+
+unsigned relay_driver_run_timers(Relay *r)
+{
+	unsigned n = session_table_expire(r->sessions, relay_now(r), session_owner, r);
+
+	r->counters.sessions_expired += n;
+	return n;
+}
+
+typedef struct InvariantCheck {
+	Relay *r;
+	GHashTable *wire_ids;
+	GHashTable *per_client;
+	const char *violation;
+} InvariantCheck;
+
+static void check_session(void *userdata, const Session *s)
+{
+	InvariantCheck *k = userdata;
+	Client *c = g_hash_table_lookup(k->r->clients, GUINT_TO_POINTER(s->client_id));
+	guint n;
+
+	if (k->violation)
+		return;
+	if (!c) {
+		k->violation = "a session has no live owner";
+		return;
+	}
+	if (s->wire_id) {
+		if (g_hash_table_contains(k->wire_ids, GUINT_TO_POINTER(s->wire_id))) {
+			k->violation = "a wire id is mapped twice";
+			return;
+		}
+		g_hash_table_add(k->wire_ids, GUINT_TO_POINTER(s->wire_id));
+		if (session_table_lookup_wire_id(k->r->sessions, s->wire_id) == 0) {
+			k->violation = "a session's wire id does not find it";
+			return;
+		}
+	}
+	if (s->client_comm_id &&
+	    !session_table_lookup_client_comm_id(k->r->sessions, s->client_id, s->client_comm_id)) {
+		k->violation = "a session's client comm id does not find it";
+		return;
+	}
+	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT) {
+		k->violation = "a session has a bad state or timer";
+		return;
+	}
+	n = GPOINTER_TO_UINT(g_hash_table_lookup(k->per_client, GUINT_TO_POINTER(s->client_id)));
+	g_hash_table_insert(k->per_client, GUINT_TO_POINTER(s->client_id), GUINT_TO_POINTER(n + 1));
+}
+
+const char *relay_check_invariants(Relay *r)
+{
+	InvariantCheck k = { .r = r };
+	GHashTableIter it;
+	gpointer key, value;
+	uint64_t sessions_listed = 0;
+
+	k.wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
+	k.per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
+	session_table_foreach(r->sessions, check_session, &k);
+
+	g_hash_table_iter_init(&it, r->clients);
+	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
+		Client *c = value;
+		guint counted = GPOINTER_TO_UINT(g_hash_table_lookup(k.per_client, key));
+
+		if (c->sessions.count != counted)
+			k.violation = "a client's session list disagrees with the table";
+		else if (c->sessions.count > r->cfg.max_sessions)
+			k.violation = "a client is over its session quota";
+		else if (c->n_gids > r->cfg.max_gids)
+			k.violation = "a client is over its GID quota";
+		else if (c->mad.len > c->mad.max)
+			k.violation = "a client's MAD queue is over its quota";
+		for (uint32_t i = 0; !k.violation && i < c->n_gids; i++) {
+			if (g_hash_table_lookup(r->gid_owners, c->gids[i].gid) != c)
+				k.violation = "a client lists a GID it does not own";
+			for (uint32_t j = i + 1; !k.violation && j < c->n_gids; j++)
+				if (gid_equal(c->gids[i].gid, c->gids[j].gid))
+					k.violation = "a client lists a GID twice";
+		}
+		sessions_listed += c->sessions.count;
+	}
+	g_hash_table_iter_init(&it, r->gid_owners);
+	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
+		Client *c = value;
+
+		if (!g_hash_table_contains(r->clients, GUINT_TO_POINTER(c->id)) ||
+		    !client_find_gid(c, key))
+			k.violation = "a GID's owner does not hold it";
+	}
+	if (!k.violation && sessions_listed != session_table_count(r->sessions))
+		k.violation = "the session count disagrees with the client lists";
+	if (!k.violation && r->counters.sessions_created < session_table_count(r->sessions))
+		k.violation = "more live sessions than were ever created";
+	g_hash_table_unref(k.wire_ids);
+	g_hash_table_unref(k.per_client);
+	return k.violation;
 }

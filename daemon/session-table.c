@@ -97,23 +97,38 @@ size_t session_table_memory(const SessionTable *t)
 
 /* ---- index maintenance ---- */
 
+enum chain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER };
+
+static uint32_t *chain_next(const SessionTable *t, uint32_t h, enum chain c)
+{
+	Session *s = slot(t, h);
+
+	switch (c) {
+	case CHAIN_WIRE:
+		return &s->next_wire;
+	case CHAIN_CLIENT:
+		return &s->next_client;
+	default:
+		return &s->next_peer;
+	}
+}
+
 static void chain_insert(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
-			 size_t next_off)
+			 enum chain c)
 {
 	uint32_t b = bucket_of(t, hash);
-	uint32_t *next = (uint32_t *)((uint8_t *)slot(t, h) + next_off);
 
-	*next = buckets[b];
+	*chain_next(t, h, c) = buckets[b];
 	buckets[b] = h;
 }
 
 static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
-			 size_t next_off)
+			 enum chain c)
 {
 	uint32_t *link = &buckets[bucket_of(t, hash)];
 
 	while (*link) {
-		uint32_t *next = (uint32_t *)((uint8_t *)slot(t, *link) + next_off);
+		uint32_t *next = chain_next(t, *link, c);
 		if (*link == h) {
 			*link = *next;
 			*next = 0;
@@ -125,13 +140,11 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 
 static void index_wire(SessionTable *t, uint32_t h, bool insert)
 {
-	Session *s = slot(t, h);
+	uint64_t hash = hash_wire(slot(t, h)->wire_id);
 	if (insert)
-		chain_insert(t, t->wire_buckets, hash_wire(s->wire_id), h,
-			     offsetof(Session, next_wire));
+		chain_insert(t, t->wire_buckets, hash, h, CHAIN_WIRE);
 	else
-		chain_remove(t, t->wire_buckets, hash_wire(s->wire_id), h,
-			     offsetof(Session, next_wire));
+		chain_remove(t, t->wire_buckets, hash, h, CHAIN_WIRE);
 }
 
 static void index_client(SessionTable *t, uint32_t h, bool insert)
@@ -139,9 +152,9 @@ static void index_client(SessionTable *t, uint32_t h, bool insert)
 	Session *s = slot(t, h);
 	uint64_t hash = hash_client(s->client_id, s->client_comm_id);
 	if (insert)
-		chain_insert(t, t->client_buckets, hash, h, offsetof(Session, next_client));
+		chain_insert(t, t->client_buckets, hash, h, CHAIN_CLIENT);
 	else
-		chain_remove(t, t->client_buckets, hash, h, offsetof(Session, next_client));
+		chain_remove(t, t->client_buckets, hash, h, CHAIN_CLIENT);
 }
 
 static void index_peer(SessionTable *t, uint32_t h, bool insert)
@@ -149,9 +162,9 @@ static void index_peer(SessionTable *t, uint32_t h, bool insert)
 	Session *s = slot(t, h);
 	uint64_t hash = hash_peer(s->peer_comm_id, s->local_gid);
 	if (insert)
-		chain_insert(t, t->peer_buckets, hash, h, offsetof(Session, next_peer));
+		chain_insert(t, t->peer_buckets, hash, h, CHAIN_PEER);
 	else
-		chain_remove(t, t->peer_buckets, hash, h, offsetof(Session, next_peer));
+		chain_remove(t, t->peer_buckets, hash, h, CHAIN_PEER);
 }
 
 /* Rebuild every index for the current capacity (after the array grew). */

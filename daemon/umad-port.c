@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <infiniband/umad.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <string.h>
 
 #include "log.h"
@@ -108,11 +109,37 @@ int umad_port_open(const char *dev, int port, UmadPort **ret)
 	return 0;
 }
 
+int umad_port_new_fake(const char *dev, int port, bool roce,
+		       int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
+		       void *userdata, UmadPort **ret)
+{
+	g_autoptr(UmadPort) p = g_new0(UmadPort, 1);
+	int r;
+
+	p->dev = g_strdup(dev);
+	p->port = port;
+	p->roce = roce;
+	p->agent_id = 0;
+	p->fake_send = send;
+	p->fake_userdata = userdata;
+	p->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->fd < 0)
+		return -errno;
+	r = gid_table_open(dev, port, &p->gids);
+	if (r < 0)
+		return r;
+	*ret = g_steal_pointer(&p);
+	return 0;
+}
+
 void umad_port_close(UmadPort *p)
 {
 	if (!p)
 		return;
-	if (p->fd >= 0) {
+	if (p->fake_send) {
+		if (p->fd >= 0)
+			close(p->fd);
+	} else if (p->fd >= 0) {
 		if (p->agent_id >= 0)
 			(void)umad_unregister(p->fd, p->agent_id);
 		(void)umad_close_port(p->fd);
@@ -124,6 +151,8 @@ void umad_port_close(UmadPort *p)
 
 int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len)
 {
+	if (p->fake_send)
+		return p->fake_send(p->fake_userdata, buf, mad_len);
 	errno = 0;
 	if (umad_send(p->fd, p->agent_id, buf, (int)mad_len, 0, 0) < 0)
 		return errno ? -errno : -EIO;

@@ -32,6 +32,9 @@ typedef struct UmadPort {
 	bool roce;    /* Ethernet link layer: every send needs a GRH */
 	uint16_t lid; /* IB only */
 	GidTable *gids;
+	/* In-process drivers (fuzzers) only: no device, sends go here. */
+	int (*fake_send)(void *userdata, UmadBuffer *buf, size_t mad_len);
+	void *fake_userdata;
 } UmadPort;
 
 /**
@@ -45,6 +48,15 @@ typedef struct UmadPort {
  */
 int umad_port_open(const char *dev, int port, UmadPort **ret);
 void umad_port_close(UmadPort *p);
+
+/**
+ * umad_port_new_fake() - a port with no device, for in-process drivers.
+ * The GID table is read from sysfs as usual (SYSFS_PATH); the fd is an
+ * eventfd that never becomes readable; sends go to @send.
+ */
+int umad_port_new_fake(const char *dev, int port, bool roce,
+		       int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
+		       void *userdata, UmadPort **ret);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
 
 /**

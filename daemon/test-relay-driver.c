@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the relay logic through relay-driver.h: no sockets, no
+ * device; a fake port captures sends and MADs are injected as the kernel
+ * would deliver them.
+ */
+#include <arpa/inet.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay-driver.h"
+#include "util.h"
+
+typedef struct Fixture {
+	char *sysfs;
+	sd_event *event;
+	Relay *relay;
+	UmadBuffer sent[16];
+	size_t sent_len[16];
+	unsigned n_sent;
+	struct rdmacm_mux_msg got[64];
+	unsigned n_got;
+} Fixture;
+
+static int capture_send(void *userdata, UmadBuffer *buf, size_t len)
+{
+	Fixture *f = userdata;
+
+	g_assert_cmpuint(f->n_sent, <, G_N_ELEMENTS(f->sent));
+	f->sent[f->n_sent] = *buf;
+	f->sent_len[f->n_sent++] = len;
+	return 0;
+}
+
+static void collect(void *userdata, const struct rdmacm_mux_msg *m)
+{
+	Fixture *f = userdata;
+
+	g_assert_cmpuint(f->n_got, <, G_N_ELEMENTS(f->got));
+	f->got[f->n_got++] = *m;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	g_autofree char *parent = g_path_get_dirname(path);
+
+	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autofree char *port = NULL;
+	UmadPort *p = NULL;
+	RelayConfig cfg = {
+		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
+		.timeouts_ms = { 0, 1000, 2000, 500 },
+	};
+	(void)data;
+
+	memset(f, 0, sizeof(*f));
+	f->sysfs = g_dir_make_tmp("relay-driver-XXXXXX", NULL);
+	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
+	write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	write_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0102\n");
+	for (int i = 0; i < 3; i++) {
+		g_autofree char *name = g_strdup_printf("gid_attrs/types/%d", i);
+		write_file(port, name, "RoCE v2\n");
+	}
+	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
+	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, capture_send, f, &p), ==, 0);
+	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
+	g_assert_cmpint(relay_new(f->event, p, &cfg, &f->relay), ==, 0);
+	relay_driver_set_time(f->relay, 1000000);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
+	(void)data;
+
+	g_assert_null(relay_check_invariants(f->relay));
+	relay_free(f->relay);
+	sd_event_unref(f->event);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->sysfs);
+}
+
+static void gid(const char *text, uint8_t out[16])
+{
+	g_assert_cmpint(inet_pton(AF_INET6, text, out), ==, 1);
+}
+
+static void request(Fixture *f, uint32_t client, uint32_t op, const uint8_t sgid[16],
+		    const uint8_t *mad, const uint8_t dest[16])
+{
+	struct rdmacm_mux_msg m = { 0 };
+
+	m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m.hdr.op_code = op;
+	memcpy(m.hdr.sgid.raw, sgid, 16);
+	if (mad) {
+		m.umad_len = 256;
+		memcpy(m.umad.mad, mad, 256);
+		m.umad.hdr.addr.grh_present = 1;
+		memcpy(m.umad.hdr.addr.gid, dest, 16);
+	}
+	g_assert_cmpint(relay_driver_request(f->relay, client, &m), ==, 0);
+	g_assert_null(relay_check_invariants(f->relay));
+}
+
+static void cm_mad(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote)
+{
+	memset(mad, 0, 256);
+	mad[0] = 1, mad[1] = 7, mad[2] = 2, mad[3] = 3;
+	mad[16] = (uint8_t)(attr >> 8), mad[17] = (uint8_t)attr;
+	put_be32(mad + 24, local);
+	put_be32(mad + 28, remote);
+}
+
+static void test_send_and_route_back(Fixture *f, gconstpointer data)
+{
+	uint8_t g1[16], g2[16], peer[16], mad[256];
+	uint32_t c1 = relay_driver_add_client(f->relay);
+	uint32_t c2 = relay_driver_add_client(f->relay);
+	UmadBuffer in = { 0 };
+	uint32_t wire;
+	(void)data;
+
+	gid("::ffff:10.0.1.1", g1);
+	gid("::ffff:10.0.1.2", g2);
+	gid("::ffff:10.0.2.9", peer);
+	request(f, c1, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	request(f, c2, RDMACM_MUX_OP_CODE_REG, g2, NULL, NULL);
+	g_assert_cmpuint(relay_driver_drain(f->relay, c1, collect, f), ==, 1);
+	g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
+
+	/* REQ from c1: sent from GID index 1, comm id replaced. */
+	cm_mad(mad, 0x10, 7, 0);
+	memcpy(mad + 96, peer, 16);
+	request(f, c1, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	g_assert_cmpuint(f->n_sent, ==, 1);
+	g_assert_cmpuint(f->sent[0].hdr.addr.gid_index, ==, 1);
+	g_assert_cmpmem(f->sent[0].hdr.addr.gid, 16, peer, 16);
+	wire = get_be32(f->sent[0].mad + 24);
+	g_assert_cmpuint(wire, !=, 7);
+
+	/* The REP for that wire id goes to c1 only, mapped back to 7. */
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 1;
+	memcpy(in.hdr.addr.gid, peer, 16);
+	cm_mad(in.mad, 0x13, 0x99, wire);
+	relay_driver_wire_mad(f->relay, &in, 256);
+	f->n_got = 0;
+	g_assert_cmpuint(relay_driver_drain(f->relay, c1, collect, f), ==, 2);
+	g_assert_cmpuint(f->got[1].hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(get_be32(f->got[1].umad.mad + 28), ==, 7);
+	g_assert_cmpmem(f->got[1].hdr.sgid.raw, 16, g1, 16);
+	f->n_got = 0;
+	g_assert_cmpuint(relay_driver_drain(f->relay, c2, collect, f), ==, 1); /* its REG */
+	g_assert_null(relay_check_invariants(f->relay));
+}
+
+static void test_quota_and_timers(Fixture *f, gconstpointer data)
+{
+	uint8_t g1[16], peer[16], mad[256];
+	uint32_t c = relay_driver_add_client(f->relay);
+	(void)data;
+
+	gid("::ffff:10.0.1.1", g1);
+	gid("::ffff:10.0.2.9", peer);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	for (uint32_t i = 1; i <= 5; i++) {
+		cm_mad(mad, 0x10, i, 0);
+		memcpy(mad + 96, peer, 16);
+		request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	}
+	/* Four sessions is the quota: the fifth REQ is refused. */
+	g_assert_cmpuint(f->n_sent, ==, 4);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 4);
+	g_assert_cmpuint(relay_counters(f->relay)->tx_reject[TX_REJECT_SESSION_QUOTA], ==, 1);
+
+	relay_driver_set_time(f->relay, 1000000 + 999000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	relay_driver_set_time(f->relay, 1000000 + 1001000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 4);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+
+	relay_driver_remove_client(f->relay, c);
+	g_assert_false(relay_driver_has_client(f->relay, c));
+	g_assert_cmpuint(relay_gid_count(f->relay), ==, 0);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add("/relay-driver/send-and-route-back", Fixture, NULL, fixture_setup,
+		   test_send_and_route_back, fixture_teardown);
+	g_test_add("/relay-driver/quota-and-timers", Fixture, NULL, fixture_setup,
+		   test_quota_and_timers, fixture_teardown);
+	return g_test_run();
+}
