@@ -39,6 +39,7 @@
 #define UMAD_BATCH 256	 /* inbound MADs per wake-up, for fairness */
 #define CLIENT_BATCH 64	 /* client frames per wake-up, for fairness */
 #define QP1_QKEY 0x80010000u
+#define RECV_ERRORS_FATAL 1000 /* consecutive umad read failures */
 #define DEFAULT_HOP_LIMIT 64
 
 struct Relay {
@@ -54,6 +55,7 @@ struct Relay {
 	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
 	GArray *sinks;	  /* EventSink */
 	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
+	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
 };
@@ -745,6 +747,17 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 refused:
 	r->counters.tx_reject[t.reject]++;
 	c->stats.tx_rejected++;
+	if (log_get_max_level() >= LOG_NOTICE) {
+		char pid[32], gidf[64], comm[32], attrf[32], text[GID_STR_LEN], name[16];
+		const char *fields[] = { pid, gidf, comm, attrf, NULL };
+
+		snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->cred.pid);
+		snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(t.sgid, text));
+		snprintf(comm, sizeof(comm), "COMM_ID=0x%08x", t.client_id_field);
+		snprintf(attrf, sizeof(attrf), "ATTR=%s", cm_attr_name(t.attr, name));
+		log_ratelimited(LOG_NOTICE, fields, "refused a MAD from client %u (pid %d): %s (%s)",
+				c->id, (int)c->cred.pid, tx_reject_name(t.reject), strerror(-err));
+	}
 	relay_emit(r, &(RelayEvent){ .drop = tx_reject_name(t.reject), .attr = t.attr,
 				     .client_comm_id = t.client_id_field, .local_gid = t.sgid,
 				     .remote_gid = t.dest_explicit ? t.dest : NULL,
@@ -1185,10 +1198,20 @@ static int on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userda
 		}
 		if (e < 0) {
 			r->counters.recv_errors++;
+			/* A port that fails every read would keep the loop busy
+			 * forever: give up and let systemd restart us. */
+			if (++r->recv_errors_in_a_row >= RECV_ERRORS_FATAL) {
+				log_error("receiving from %s port %d failed %u times in a row (%s): "
+					  "exiting", r->port->dev, r->port->port,
+					  r->recv_errors_in_a_row, strerror(-e));
+				(void)sd_event_exit(r->event, -EIO);
+				return 0;
+			}
 			log_ratelimited(LOG_WARNING, NULL, "receiving from %s port %d failed: %s",
 					r->port->dev, r->port->port, strerror(-e));
 			break;
 		}
+		r->recv_errors_in_a_row = 0;
 		relay_deliver(r, &buf, len);
 	}
 	relay_flush_dirty(r);

@@ -194,6 +194,39 @@ static void test_quota_and_timers(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(relay_gid_count(f->relay), ==, 0);
 }
 
+static void test_gid_quota_and_status_packets(Fixture *f, gconstpointer data)
+{
+	uint32_t c = relay_driver_add_client(f->relay);
+	UmadBuffer in = { 0 };
+	uint8_t g[16];
+	(void)data;
+
+	/* The GID quota is 4 in this fixture. */
+	for (int i = 1; i <= 5; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.3.%d", i);
+		gid(text, g);
+		request(f, c, RDMACM_MUX_OP_CODE_REG, g, NULL, NULL);
+	}
+	f->n_got = 0;
+	g_assert_cmpuint(relay_driver_drain(f->relay, c, collect, f), ==, 5);
+	for (int i = 0; i < 4; i++)
+		g_assert_cmpint(f->got[i].hdr.err_code, ==, 0);
+	g_assert_cmpint(f->got[4].hdr.err_code, ==, -EDQUOT);
+	g_assert_cmpuint(relay_gid_count(f->relay), ==, 4);
+
+	/* A header-only status packet (a send timeout echo) addressed to one
+	 * of those GIDs is never delivered as a MAD. */
+	in.hdr.status = 110;
+	in.hdr.addr.grh_present = 1;
+	cm_mad(in.mad, 0x10, 1, 0);
+	relay_driver_wire_mad(f->relay, &in, 24);
+	in.hdr.status = 0;
+	relay_driver_wire_mad(f->relay, &in, 24);
+	f->n_got = 0;
+	g_assert_cmpuint(relay_driver_drain(f->relay, c, collect, f), ==, 0);
+	g_assert_cmpuint(relay_counters(f->relay)->rx_drop[RX_DROP_STATUS], ==, 2);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -201,5 +234,7 @@ int main(int argc, char **argv)
 		   test_send_and_route_back, fixture_teardown);
 	g_test_add("/relay-driver/quota-and-timers", Fixture, NULL, fixture_setup,
 		   test_quota_and_timers, fixture_teardown);
+	g_test_add("/relay-driver/gid-quota-and-status-packets", Fixture, NULL, fixture_setup,
+		   test_gid_quota_and_status_packets, fixture_teardown);
 	return g_test_run();
 }

@@ -180,6 +180,11 @@ int daemon_stop(Daemon *d)
 	return wait_exit(d);
 }
 
+int daemon_stop_wait(Daemon *d)
+{
+	return d->pid ? wait_exit(d) : -1;
+}
+
 void daemon_kill(Daemon *d)
 {
 	if (!d->pid)

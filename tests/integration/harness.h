@@ -59,6 +59,8 @@ void fabric_cli(Fabric *f, const char *verb, const char *const *args);
 Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra);
 /* SIGTERM and wait. Return: the exit status (or 128 + signal). */
 int daemon_stop(Daemon *d);
+/* Wait for a daemon that was signalled; return as daemon_stop(). */
+int daemon_stop_wait(Daemon *d);
 /* SIGKILL and wait. */
 void daemon_kill(Daemon *d);
 /* Start the same daemon again (after a kill or stop). */

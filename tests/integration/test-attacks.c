@@ -187,8 +187,8 @@ static void test_bad_mads(Fixture *f, gconstpointer data)
 
 static void test_truncated_and_garbage(Fixture *f, gconstpointer data)
 {
-	struct rdmacm_mux_msg m;
-	uint8_t junk[sizeof(m) * 12];
+	struct rdmacm_mux_msg m, frames[12];
+	uint8_t *junk = (uint8_t *)frames;
 	g_autoptr(GRand) rnd = g_rand_new_with_seed(1234);
 	g_autofree char *out = NULL;
 	int fd, responses = 0, r;
@@ -196,17 +196,17 @@ static void test_truncated_and_garbage(Fixture *f, gconstpointer data)
 
 	/* Half a frame, then gone. */
 	fd = raw_connect(f->da);
-	memset(junk, 0, sizeof(junk));
+	memset(frames, 0, sizeof(frames));
 	g_assert_cmpint(send(fd, junk, 100, MSG_NOSIGNAL), ==, 100);
 	close(fd);
 
 	/* Garbage: the daemon answers each bad frame, then hangs up. */
 	fd = raw_connect(f->da);
-	for (size_t i = 0; i < sizeof(junk); i++)
+	for (size_t i = 0; i < sizeof(frames); i++)
 		junk[i] = (uint8_t)g_rand_int(rnd);
-	for (size_t i = 0; i < 12; i++)
-		((struct rdmacm_mux_msg *)(junk + i * sizeof(m)))->hdr.msg_type |= 0x100;
-	(void)send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+	for (size_t i = 0; i < G_N_ELEMENTS(frames); i++)
+		frames[i].hdr.msg_type |= 0x100;
+	(void)send(fd, junk, sizeof(frames), MSG_NOSIGNAL);
 	while ((r = raw_recv(fd, &m, 5000)) == 0) {
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 		g_assert_cmpint(m.hdr.err_code, ==, RDMACM_MUX_ERR_CODE_EINVAL);

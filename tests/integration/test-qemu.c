@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <glib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -167,6 +168,13 @@ static void test_restart_after_sigkill(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_stop(f->da), ==, 0);
 	/* A clean stop removes the socket it made. */
 	g_assert_false(g_file_test(f->da->socket, G_FILE_TEST_EXISTS));
+	/* SIGINT is a clean stop too, with clients still connected. */
+	daemon_restart(f->da);
+	a = vm_new(f->da, "::ffff:10.0.1.1", "a");
+	kill(f->da->pid, SIGINT);
+	g_assert_cmpint(daemon_stop_wait(f->da), ==, 0);
+	g_assert_false(g_file_test(f->da->socket, G_FILE_TEST_EXISTS));
+	vm_free(a);
 }
 
 static void test_timers(Fixture *f, gconstpointer data)

@@ -296,6 +296,35 @@ static void test_collision(Fixture *f, gconstpointer data)
 	}
 }
 
+/* A retransmitted REQ keeps its wire id, and so does a retransmitted REP. */
+static void test_retransmission(Fixture *f, gconstpointer data)
+{
+	Vm *x = f->a[0], *p = f->b[0];
+	uint8_t mad[256];
+	struct rdmacm_mux_inbound in;
+	uint32_t w1, w2, r1, r2;
+	(void)data;
+
+	mad_build_req(mad, 21, x->gid, p->gid, 0x71);
+	g_assert_cmpint(vm_send(x, p->gid, mad), ==, 0);
+	vm_expect(p, CM_REQ, &in);
+	w1 = mad_local(in.mad);
+	g_assert_cmpint(vm_send(x, p->gid, mad), ==, 0);
+	vm_expect(p, CM_REQ, &in);
+	w2 = mad_local(in.mad);
+	g_assert_cmpuint(w1, ==, w2);
+
+	mad_build(mad, CM_REP, 22, w1, 0x71);
+	g_assert_cmpint(vm_send(p, x->gid, mad), ==, 0);
+	vm_expect(x, CM_REP, &in);
+	r1 = mad_local(in.mad);
+	g_assert_cmpint(vm_send(p, x->gid, mad), ==, 0);
+	vm_expect(x, CM_REP, &in);
+	r2 = mad_local(in.mad);
+	g_assert_cmpuint(r1, ==, r2);
+	g_assert_cmpuint(mad_remote(in.mad), ==, 21);
+}
+
 static void test_collision_full(Fixture *f, gconstpointer data)
 {
 	Vm *x = f->a[0], *y = f->a[1], *p = f->b[0], *q = f->b[1];
@@ -372,6 +401,8 @@ int main(int argc, char **argv)
 	g_test_add("/relay/collision/same-passive", Fixture, NULL, fixture_setup, test_collision,
 		   fixture_teardown);
 	g_test_add("/relay/collision/full", Fixture, NULL, fixture_setup, test_collision_full,
+		   fixture_teardown);
+	g_test_add("/relay/retransmission", Fixture, NULL, fixture_setup, test_retransmission,
 		   fixture_teardown);
 	return g_test_run();
 }
