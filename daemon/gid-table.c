@@ -24,21 +24,6 @@ struct GidTable {
 	unsigned generation;
 };
 
-static guint gid_hash(gconstpointer p)
-{
-	const uint8_t *g = p;
-	uint32_t h = 2166136261u;
-
-	for (int i = 0; i < 16; i++)
-		h = (h ^ g[i]) * 16777619u;
-	return h;
-}
-
-static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
-{
-	return memcmp(a, b, 16) == 0;
-}
-
 /* Read a small sysfs file into @buf, without the trailing newline. */
 static int read_small_file(const char *path, char *buf, size_t len)
 {
@@ -89,7 +74,7 @@ int gid_table_reload(GidTable *t)
 
 	gids = g_new0(GidEntry, size ? size : 1);
 	types = g_new0(uint8_t, size ? size : 1);
-	by_gid = g_hash_table_new(gid_hash, gid_key_equal);
+	by_gid = g_hash_table_new(gid_hash, gid_hash_equal);
 	for (unsigned k = 0; k < size; k++) {
 		char path[4096], text[128];
 

@@ -95,21 +95,6 @@ const char *tx_reject_name(TxReject d)
 	return (unsigned)d < TX_REJECT_COUNT ? tx_reject_names[d] : "?";
 }
 
-static guint gid_key_hash(gconstpointer p)
-{
-	const uint8_t *g = p;
-	uint32_t h = 2166136261u;
-
-	for (int i = 0; i < 16; i++)
-		h = (h ^ g[i]) * 16777619u;
-	return h;
-}
-
-static gboolean gid_key_equal(gconstpointer a, gconstpointer b)
-{
-	return memcmp(a, b, 16) == 0;
-}
-
 /* The loop's notion of now; sd_event_now fails before the first run. */
 static uint64_t relay_now(const Relay *r)
 {
@@ -407,6 +392,7 @@ typedef struct TxContext {
 	uint32_t client_id_field; /* the client's comm id / request id */
 	uint32_t wire_id;	  /* what went on the wire */
 	uint32_t handle;
+	bool created; /* this request created the session */
 	TxReject reject;
 } TxContext;
 
@@ -449,6 +435,41 @@ static void session_close(Relay *r, uint32_t h, uint64_t now)
 	session_table_arm(r->sessions, h, SESSION_TIMER_CLOSING, now);
 }
 
+/*
+ * The state change a message makes to its session, the same whichever
+ * way it goes: RTU establishes (no timer: an established connection is
+ * quiet for hours), DREQ/DREP/REJ start the removal timer (re-armed by
+ * duplicates), REP and MRA re-arm the handshake timer.
+ */
+static void session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_t now)
+{
+	Session *s = session_table_get(r->sessions, h);
+
+	if (!s)
+		return;
+	switch (attr) {
+	case CM_ATTR_REP:
+		s->state = rx ? SESSION_REP_RCVD : SESSION_REP_SENT;
+		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	case CM_ATTR_RTU:
+		s->state = SESSION_ESTABLISHED;
+		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
+		break;
+	case CM_ATTR_DREQ:
+	case CM_ATTR_DREP:
+	case CM_ATTR_REJ:
+		session_close(r, h, now);
+		break;
+	case CM_ATTR_MRA:
+		if (s->state != SESSION_ESTABLISHED && s->state != SESSION_CLOSING)
+			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
+		break;
+	default: /* LAP, APR: no change */
+		break;
+	}
+}
+
 /* REQ and SIDR_REQ from our client: a session it starts. */
 static int tx_start(Relay *r, TxContext *t, uint64_t now)
 {
@@ -475,6 +496,7 @@ static int tx_start(Relay *r, TxContext *t, uint64_t now)
 			return tx_fail(t, TX_REJECT_SESSION_QUOTA, -EDQUOT);
 		session_table_set_client_comm_id(r->sessions, h, t->client_id_field);
 		session_table_assign_wire_id(r->sessions, h);
+		t->created = true;
 	}
 	s = session_table_get(r->sessions, h);
 	if (!s)
@@ -539,19 +561,7 @@ static int tx_answer_req(Relay *r, TxContext *t, uint64_t now)
 	t->wire_id = s->wire_id;
 	if (local)
 		cm_set_local_comm_id(mad, s->wire_id);
-
-	switch (t->attr) {
-	case CM_ATTR_REP:
-		s->state = SESSION_REP_SENT;
-		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
-		break;
-	case CM_ATTR_MRA:
-		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
-		break;
-	default: /* REJ */
-		session_close(r, h, now);
-		break;
-	}
+	session_advance(r, h, t->attr, false, now);
 	return 0;
 }
 
@@ -574,30 +584,10 @@ static int tx_continue(Relay *r, TxContext *t, uint64_t now)
 	t->handle = h;
 	t->wire_id = s->wire_id;
 	cm_set_local_comm_id(mad, s->wire_id);
-
-	switch (t->attr) {
-	case CM_ATTR_RTU:
-		s->state = SESSION_ESTABLISHED;
-		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
-		break;
-	case CM_ATTR_DREQ:
+	/* Messages that start an exchange carry the wire id in their TID. */
+	if (t->attr == CM_ATTR_DREQ || t->attr == CM_ATTR_LAP)
 		cm_set_tid_low(mad, s->wire_id);
-		session_close(r, h, now);
-		break;
-	case CM_ATTR_DREP:
-	case CM_ATTR_REJ:
-		session_close(r, h, now);
-		break;
-	case CM_ATTR_LAP:
-		cm_set_tid_low(mad, s->wire_id);
-		break;
-	case CM_ATTR_MRA:
-		if (s->state != SESSION_ESTABLISHED && s->state != SESSION_CLOSING)
-			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
-		break;
-	default:
-		break;
-	}
+	session_advance(r, h, t->attr, false, now);
 	return 0;
 }
 
@@ -745,6 +735,10 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 	return 0;
 
 refused:
+	/* A session whose first message never reached the wire would only
+	 * wait for its timer; a retransmission keeps the session it is for. */
+	if (t.created)
+		session_table_remove(r->sessions, &c->sessions, t.handle);
 	r->counters.tx_reject[t.reject]++;
 	c->stats.tx_rejected++;
 	if (log_get_max_level() >= LOG_NOTICE) {
@@ -759,8 +753,9 @@ refused:
 				c->id, (int)c->cred.pid, tx_reject_name(t.reject), strerror(-err));
 	}
 	relay_emit(r, &(RelayEvent){ .drop = tx_reject_name(t.reject), .attr = t.attr,
-				     .client_comm_id = t.client_id_field, .local_gid = t.sgid,
-				     .remote_gid = t.dest_explicit ? t.dest : NULL,
+				     .client_comm_id = t.client_id_field, .wire_id = t.wire_id,
+				     .local_gid = t.sgid,
+				     .remote_gid = gid_is_zero(t.dest) ? NULL : t.dest,
 				     .hdr = &req->umad.hdr, .mad = req->umad.mad,
 				     .mad_len = t.len },
 		   c);
@@ -1076,34 +1071,16 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 	if (wire != 0)
 		cm_set_remote_comm_id(mad, s->client_comm_id);
 
-	switch (attr) {
-	case CM_ATTR_REP:
-		s->state = SESSION_REP_RCVD;
-		/* Learn the peer's comm id so a later REJ(Timeout) or our
-		 * client's duplicates can be matched. */
-		if (!gid_is_zero(s->local_gid) && buf->hdr.addr.grh_present)
+	/* Learn the peer's comm id from its REP, so that its REJ(Timeout)
+	 * or MRA without our id can still be matched. */
+	if (attr == CM_ATTR_REP) {
+		if (buf->hdr.addr.grh_present)
 			session_table_set_peer(r->sessions, h, cm_get_local_comm_id(mad),
 					       s->local_gid, buf->hdr.addr.gid);
 		else
 			s->peer_comm_id = cm_get_local_comm_id(mad);
-		session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
-		break;
-	case CM_ATTR_RTU:
-		s->state = SESSION_ESTABLISHED;
-		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
-		break;
-	case CM_ATTR_DREQ:
-	case CM_ATTR_DREP:
-	case CM_ATTR_REJ:
-		session_close(r, h, now);
-		break;
-	case CM_ATTR_MRA:
-		if (s->state != SESSION_ESTABLISHED && s->state != SESSION_CLOSING)
-			session_table_arm(r->sessions, h, SESSION_TIMER_HANDSHAKE, now);
-		break;
-	default:
-		break;
 	}
+	session_advance(r, h, attr, true, now);
 	return true;
 }
 
@@ -1256,7 +1233,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	r->next_client_id = 1;
 	r->sessions = session_table_new(cfg->timeouts_ms);
 	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, client_free_cb);
-	r->gid_owners = g_hash_table_new_full(gid_key_hash, gid_key_equal, g_free, NULL);
+	r->gid_owners = g_hash_table_new_full(gid_hash, gid_hash_equal, g_free, NULL);
 	r->dirty = g_ptr_array_new();
 	r->sinks = g_array_new(FALSE, FALSE, sizeof(EventSink));
 	if (cfg->trace)

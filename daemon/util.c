@@ -20,6 +20,21 @@ int gid_from_string(const char *s, uint8_t gid[GID_LEN])
 	return 0;
 }
 
+guint gid_hash(gconstpointer gid)
+{
+	const uint8_t *g = gid;
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (int i = 0; i < GID_LEN; i++)
+		h = (h ^ g[i]) * 16777619u;
+	return h;
+}
+
+gboolean gid_hash_equal(gconstpointer a, gconstpointer b)
+{
+	return memcmp(a, b, GID_LEN) == 0;
+}
+
 uint64_t now_usec(void)
 {
 	struct timespec ts;

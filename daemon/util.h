@@ -20,6 +20,7 @@
 #define RDMACM_MUX_UTIL_H
 
 #include <errno.h>
+#include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,10 @@ static inline void put_be32(uint8_t *p, uint32_t v)
 	p[2] = (uint8_t)(v >> 8);
 	p[3] = (uint8_t)v;
 }
+
+/* GHashTable callbacks for keys that point at 16-byte GIDs. */
+guint gid_hash(gconstpointer gid);
+gboolean gid_hash_equal(gconstpointer a, gconstpointer b);
 
 /**
  * gid_to_string() - format a GID the way inet_ntop formats IPv6.

@@ -253,9 +253,28 @@ static int do_sidr(struct endpoint *ep, const uint8_t dest[16], uint64_t service
 	return 0;
 }
 
+/* The connections this server accepted, so that a repeated REQ (the peer
+ * did not see our REP in time) gets the same answer, not a new one. */
+struct accepted {
+	uint8_t peer_gid[16];
+	uint32_t peer_id;
+	uint32_t our_id;
+};
+
+static uint32_t accepted_lookup(const struct accepted *a, int n, const uint8_t gid[16],
+				uint32_t peer_id)
+{
+	for (int i = 0; i < n; i++)
+		if (a[i].peer_id == peer_id && memcmp(a[i].peer_gid, gid, 16) == 0)
+			return a[i].our_id;
+	return 0;
+}
+
 static int do_serve(struct endpoint *ep, int count, uint64_t reject_service, int timeout_s)
 {
-	int done = 0;
+	struct accepted accepted[256];
+	int done = 0, n_accepted = 0;
+	unsigned next_slot = 0;
 
 	while (done < count) {
 		struct rdmacm_mux_inbound in;
@@ -277,8 +296,18 @@ static int do_serve(struct endpoint *ep, int count, uint64_t reject_service, int
 				mad[35] = REJ_REASON_INVALID_SERVICE_ID;
 				done++;
 			} else {
+				ours = accepted_lookup(accepted, n_accepted, in.addr.gid, peer);
+				if (!ours) {
+					ours = ++ep->next_id;
+					struct accepted *slot = &accepted[next_slot++ % 256];
+					memcpy(slot->peer_gid, in.addr.gid, 16);
+					slot->peer_id = peer;
+					slot->our_id = ours;
+					if (n_accepted < 256)
+						n_accepted++;
+				}
 				mad_init(ep, mad, ATTR_REP);
-				put32(mad + OFF_LOCAL_ID, ++ep->next_id);
+				put32(mad + OFF_LOCAL_ID, ours);
 				put32(mad + OFF_REMOTE_ID, peer);
 				put32(mad + 32, 0x80010000);	   /* LocalQKey */
 				put32(mad + 36, 0x000200 << 8);	   /* LocalQPN 0x200 */
