@@ -28,7 +28,10 @@ vm_copy_file() {
 }
 
 # vm_put_elf ROOT SRC [DEST]: copies a dynamically linked ELF and every
-# library ldd resolves for it. A library ldd cannot find is an error.
+# library ldd resolves for it. A library ldd cannot find is an error. A
+# library outside the system directories (a build tree's own library,
+# found through RUNPATH $ORIGIN/..., which means nothing in the guest) goes
+# to /usr/lib/x86_64-linux-gnu, which is on the guest's library path.
 vm_put_elf() {
 	local root=$1 src=$2 dest=${3:-} out lib
 	vm_copy_file "$root" "$src" "$dest"
@@ -44,7 +47,11 @@ vm_put_elf() {
 		return 1
 	fi
 	while read -r lib; do
-		[[ -n $lib ]] && vm_copy_file "$root" "$lib"
+		case $lib in
+		'') ;;
+		/lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) vm_copy_file "$root" "$lib" ;;
+		*) vm_copy_file "$root" "$lib" "usr/lib/x86_64-linux-gnu/${lib##*/}" ;;
+		esac
 	done < <(awk '$2 == "=>" && $3 ~ /^\// { print $3; next }
 		$1 ~ /^\// { print $1 }' <<<"$out")
 }

@@ -21,6 +21,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 declare -A VM_PROGRAMS=(
 	[umad-probe]=tests/vm/umad-probe
 	[rdmacm-mux]=daemon/rdmacm-mux
+	[rdmacm-mux-pingpong]=examples/rdmacm-mux-pingpong
+	[rdmacm-mux-qemu-client]=tests/tools/rdmacm-mux-qemu-client
 )
 
 usage() {
