@@ -447,6 +447,12 @@ static void session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64
 
 	if (!s)
 		return;
+	/* A closing session stays closing: a late, duplicated or reordered
+	 * RTU, REP or MRA must not bring it back, or it would live for as
+	 * long as its client. Only the disconnect messages re-arm it. */
+	if (s->state == SESSION_CLOSING && attr != CM_ATTR_DREQ && attr != CM_ATTR_DREP &&
+	    attr != CM_ATTR_REJ)
+		return;
 	switch (attr) {
 	case CM_ATTR_REP:
 		s->state = rx ? SESSION_REP_RCVD : SESSION_REP_SENT;
@@ -983,9 +989,13 @@ static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, u
 	}
 	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
 	rt->wire_id = peer_id;
+	if (local) {
+		/* @local may point at @fallback on this stack frame. */
+		memcpy(rt->local_gid_copy, local, 16);
+		rt->local_gid = local = rt->local_gid_copy;
+	}
 	if (!c) {
 		rt->drop = RX_DROP_NO_OWNER;
-		rt->local_gid = local;
 		return false;
 	}
 
@@ -1022,6 +1032,8 @@ static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, u
 	}
 	rt->client = c;
 	rt->handle = h;
+	if (!c)
+		rt->drop = RX_DROP_NO_SESSION; /* cannot happen: sessions go with clients */
 	return c != NULL;
 }
 

@@ -440,8 +440,9 @@ void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm
 	if (s->flags & SESSION_F_IN_PEER)
 		index_peer(t, handle, false);
 	s->peer_comm_id = peer_comm_id;
-	memcpy(s->local_gid, local_gid, 16);
-	if (peer_gid)
+	if (local_gid != s->local_gid)
+		memcpy(s->local_gid, local_gid, 16);
+	if (peer_gid && peer_gid != s->peer_gid)
 		memcpy(s->peer_gid, peer_gid, 16);
 	s->flags |= SESSION_F_IN_PEER;
 	index_peer(t, handle, true);

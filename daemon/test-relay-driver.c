@@ -227,6 +227,42 @@ static void test_gid_quota_and_status_packets(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(relay_counters(f->relay)->rx_drop[RX_DROP_STATUS], ==, 2);
 }
 
+/* A late, duplicated or reordered RTU must not revive a closed session. */
+static void test_late_rtu_keeps_session_closing(Fixture *f, gconstpointer data)
+{
+	uint8_t g1[16], peer[16], mad[256];
+	uint32_t c = relay_driver_add_client(f->relay);
+	UmadBuffer in = { 0 };
+	uint32_t wire;
+	(void)data;
+
+	gid("::ffff:10.0.1.1", g1);
+	gid("::ffff:10.0.2.9", peer);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	cm_mad(mad, 0x10, 7, 0);
+	memcpy(mad + 96, peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	wire = get_be32(f->sent[0].mad + 24);
+
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 1;
+	memcpy(in.hdr.addr.gid, peer, 16);
+	cm_mad(in.mad, 0x13, 0x99, wire); /* REP */
+	relay_driver_wire_mad(f->relay, &in, 256);
+	cm_mad(mad, 0x15, 7, 0x99); /* DREQ from our client */
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	cm_mad(mad, 0x14, 7, 0x99); /* its late RTU */
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	cm_mad(in.mad, 0x14, 0x99, wire); /* and one from the wire */
+	relay_driver_wire_mad(f->relay, &in, 256);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+
+	/* The closing timer (2 s here) still removes it. */
+	relay_driver_set_time(f->relay, 1000000 + 2100000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -236,5 +272,7 @@ int main(int argc, char **argv)
 		   test_quota_and_timers, fixture_teardown);
 	g_test_add("/relay-driver/gid-quota-and-status-packets", Fixture, NULL, fixture_setup,
 		   test_gid_quota_and_status_packets, fixture_teardown);
+	g_test_add("/relay-driver/late-rtu-keeps-session-closing", Fixture, NULL, fixture_setup,
+		   test_late_rtu_keeps_session_closing, fixture_teardown);
 	return g_test_run();
 }
