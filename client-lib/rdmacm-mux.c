@@ -22,6 +22,19 @@
  *   sticky: the fd is shut down so that pollers wake, already received
  *   answers and MADs can still be collected, everything else returns the
  *   error that broke the connection.
+ * - Unless the handle reconnects (RDMACM_MUX_OPEN_RECONNECT). Then the fd the
+ *   caller sees is an epoll set holding the current socket and a timerfd,
+ *   and the connection runs through a small state machine:
+ *       UP -> (break) -> BACKOFF -> (attempt) -> HELLO -> REREG -> UP
+ *   with any failure after the break going back to BACKOFF. The HELLO and
+ *   the REGs of a reconnection are "internal" requests: they sit in the same
+ *   ordered array (the protocol needs the order), get ticket 0 and are
+ *   consumed where their answer is read. There is at most one at a time,
+ *   and only while no caller request is unanswered (callers get -ENOTCONN
+ *   outside UP), so one spare slot past RDMACM_MUX_MAX_REQUESTS holds it.
+ * - Memory for what a reconnection will need (events, the GID set) is
+ *   reserved before the state that needs it, so that the state machine
+ *   itself never fails on allocation.
  */
 #include <errno.h>
 #include <poll.h>
@@ -30,7 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
@@ -53,21 +68,44 @@
 /* The kernel's errno range; a negative err_code beyond it is garbage. */
 #define MAX_ERRNO 4095
 
+/* Reconnection defaults and limits (see rdmacm-mux.h). */
+#define BACKOFF_INITIAL_MS 100
+#define BACKOFF_MAX_MS 5000
+#define BACKOFF_JITTER_PERCENT 20
+#define BACKOFF_LIMIT_MS (3600u * 1000u)
+#define RECONNECT_HANDSHAKE_MS 5000
+/* No reconnection attempt while this many events wait uncollected. */
+#define EVENT_BACKLOG 64
+
+#define NO_DEADLINE UINT64_MAX
+
 struct request {
-	uint32_t ticket;
+	uint32_t ticket; /* 0 for the library's own (internal) requests */
 	uint32_t op_code;
+	bool internal;
+	uint8_t gid[16]; /* REG/UNREG: the GID, kept past the answer */
 	/* The request until it is answered, then the daemon's answer. */
 	struct rdmacm_mux_msg frame;
 	struct rdmacm_mux_response resp;
 };
 
+enum conn_state {
+	CONN_UP,      /* connected; requests flow */
+	CONN_BACKOFF, /* no socket; the next attempt is due at deadline */
+	CONN_HELLO,   /* connected again, the HELLO is out */
+	CONN_REREG,   /* registering gids[rereg_next] again */
+};
+
 struct rdmacm_mux {
-	int fd;
+	int fd;	  /* what the caller polls: sock, or the epoll set */
+	int sock; /* the daemon connection, -1 while there is none */
 	int broken; /* 0, or the negative errno that ended the connection */
 	uint64_t caps;
 	uint32_t next_ticket;
+	unsigned flags;
 
-	struct request requests[RDMACM_MUX_MAX_REQUESTS];
+	/* The last slot is for one internal request (reconnection). */
+	struct request requests[RDMACM_MUX_MAX_REQUESTS + 1];
 	size_t n_requests;
 	size_t n_answered;
 	size_t n_sent;
@@ -81,6 +119,32 @@ struct rdmacm_mux {
 
 	uint8_t in_buf[FRAME_SIZE * IN_BUF_FRAMES];
 	size_t in_len;
+
+	/* Reconnection; all unused unless 'reconnect'. */
+	bool reconnect;
+	char *path;
+	int timer_fd;
+	uint32_t sock_events; /* sock's interest in the epoll set */
+	enum conn_state state;
+	uint64_t deadline;    /* BACKOFF: next attempt; HELLO/REREG: give up */
+	uint64_t timer_armed; /* what timer_fd is set to */
+	uint32_t backoff_initial_ms;
+	uint32_t backoff_max_ms;
+	uint32_t jitter_percent;
+	uint32_t attempts; /* in the current outage */
+	uint64_t rng;
+
+	uint8_t (*gids)[16]; /* registered, in order: what REREG restores */
+	size_t n_gids;
+	size_t gids_cap;
+	size_t rereg_next;
+	uint32_t rereg_ok;
+	uint32_t rereg_failed;
+
+	struct rdmacm_mux_event *events; /* ring of events_cap */
+	size_t events_head;
+	size_t n_events;
+	size_t events_cap;
 
 	char error[256];
 };
@@ -137,10 +201,13 @@ static int set_open_error(int r, const char *fmt, ...)
 	return r;
 }
 
+static void lose_connection(struct rdmacm_mux *m, int r);
+
 /*
  * The connection is unusable from now on. Shutting the socket down (rather
  * than closing it) keeps the fd number valid in the caller's event loop and
- * makes it readable, so the caller wakes up and sees the error.
+ * makes it readable, so the caller wakes up and sees the error. A handle
+ * that reconnects closes it and goes into backoff instead.
  */
 static int break_connection(struct rdmacm_mux *m, int r, const char *fmt, ...)
 	_printf_(3, 4);
@@ -151,11 +218,17 @@ static int break_connection(struct rdmacm_mux *m, int r, const char *fmt, ...)
 
 	if (m->broken)
 		return m->broken;
-	m->broken = r;
-	(void)shutdown(m->fd, SHUT_RDWR);
+	if (m->sock < 0)
+		return r; /* reconnecting, and this break was handled already */
 	va_start(ap, fmt);
 	vformat_error(m->error, sizeof(m->error), r, fmt, ap);
 	va_end(ap);
+	if (m->reconnect) {
+		lose_connection(m, r);
+		return r;
+	}
+	m->broken = r;
+	(void)shutdown(m->sock, SHUT_RDWR);
 	return r;
 }
 
@@ -231,29 +304,183 @@ static void remove_request(struct rdmacm_mux *m, size_t idx)
 	m->n_sent--;
 }
 
-/* Queue one request frame. @payload goes into umad.mad. */
-static int submit(struct rdmacm_mux *m, uint32_t op_code, const uint8_t *sgid,
-		  const struct rdmacm_mux_mad_addr *addr, const void *payload,
-		  size_t payload_len, uint32_t *ret_ticket)
+/* ---- reconnection: bookkeeping ---- */
+
+/* Keep the socket's interest in the epoll set in line with the output. */
+static void sync_epoll(struct rdmacm_mux *m)
 {
-	struct request *req;
+	struct epoll_event ev = { .events = EPOLLIN };
 
-	if (m->broken)
-		return m->broken;
-	if (m->n_requests >= RDMACM_MUX_MAX_REQUESTS)
-		return set_error(m, -ENOBUFS,
-				 "%d requests outstanding or uncollected",
-				 RDMACM_MUX_MAX_REQUESTS);
+	if (!m->reconnect || m->sock < 0)
+		return;
+	if (m->n_sent < m->n_requests)
+		ev.events |= EPOLLOUT;
+	if (ev.events == m->sock_events)
+		return;
+	ev.data.fd = m->sock;
+	/* Cannot fail for a member of the set; if it did, the output would
+	 * go with the next process() instead. */
+	if (epoll_ctl(m->fd, EPOLL_CTL_MOD, m->sock, &ev) == 0)
+		m->sock_events = ev.events;
+}
 
-	req = &m->requests[m->n_requests];
+/* When process() has timed work to do; NO_DEADLINE for none. */
+static uint64_t next_deadline(const struct rdmacm_mux *m)
+{
+	if (!m->reconnect || m->state == CONN_UP)
+		return NO_DEADLINE;
+	if (m->state == CONN_BACKOFF && m->n_events >= EVENT_BACKLOG)
+		return NO_DEADLINE;
+	return m->deadline;
+}
+
+/* Arm the timerfd in the epoll set for next_deadline(). */
+static void update_timer(struct rdmacm_mux *m)
+{
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	uint64_t deadline = next_deadline(m), ticks;
+	ssize_t n;
+
+	if (!m->reconnect)
+		return;
+	/* Clear an expiry that the caller's loop woke up for. */
+	n = read(m->timer_fd, &ticks, sizeof(ticks));
+	(void)n;
+	if (deadline == m->timer_armed)
+		return;
+	if (deadline != NO_DEADLINE) {
+		its.it_value.tv_sec = (time_t)(deadline / 1000u);
+		its.it_value.tv_nsec = (long)(deadline % 1000u) * 1000000L;
+		if (deadline == 0)
+			its.it_value.tv_nsec = 1; /* all zero would disarm it */
+	}
+	if (timerfd_settime(m->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		m->timer_armed = deadline;
+}
+
+/* xorshift64*: only for the jitter, which need not be unpredictable. */
+static uint64_t next_random(struct rdmacm_mux *m)
+{
+	uint64_t x = m->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	m->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+/* The delay before the next attempt, given the attempts made so far. */
+static uint64_t backoff_delay(struct rdmacm_mux *m)
+{
+	uint64_t d = m->backoff_initial_ms;
+
+	for (uint32_t i = 0; i < m->attempts && d < m->backoff_max_ms; i++)
+		d *= 2;
+	if (d > m->backoff_max_ms)
+		d = m->backoff_max_ms;
+	if (m->jitter_percent)
+		d -= next_random(m) % (d * m->jitter_percent / 100u + 1u);
+	return d;
+}
+
+/* Make room for @n more events. */
+static int reserve_events(struct rdmacm_mux *m, size_t n)
+{
+	struct rdmacm_mux_event *ev;
+	size_t cap;
+
+	if (m->events_cap - m->n_events >= n)
+		return 0;
+	cap = m->events_cap ? m->events_cap : 8;
+	while (cap - m->n_events < n)
+		cap *= 2;
+	ev = calloc(cap, sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->n_events; i++)
+		ev[i] = m->events[(m->events_head + i) % m->events_cap];
+	free(m->events);
+	m->events = ev;
+	m->events_cap = cap;
+	m->events_head = 0;
+	return 0;
+}
+
+static void push_event(struct rdmacm_mux *m, const struct rdmacm_mux_event *ev)
+{
+	/* Room was reserved before entering the state that queues @ev; this
+	 * is only a guard. */
+	if (m->n_events >= m->events_cap && reserve_events(m, 1) < 0)
+		return;
+	m->events[(m->events_head + m->n_events) % m->events_cap] = *ev;
+	m->n_events++;
+}
+
+static ssize_t gid_find(const struct rdmacm_mux *m, const uint8_t gid[16])
+{
+	for (size_t i = 0; i < m->n_gids; i++)
+		if (memcmp(m->gids[i], gid, 16) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+static int reserve_gids(struct rdmacm_mux *m, size_t n)
+{
+	uint8_t(*gids)[16];
+	size_t cap;
+
+	if (m->gids_cap - m->n_gids >= n)
+		return 0;
+	cap = m->gids_cap ? m->gids_cap * 2 : 8;
+	if (cap - m->n_gids < n)
+		cap = m->n_gids + n;
+	gids = realloc(m->gids, cap * sizeof(*gids));
+	if (!gids)
+		return -ENOMEM;
+	m->gids = gids;
+	m->gids_cap = cap;
+	return 0;
+}
+
+static void gid_add(struct rdmacm_mux *m, const uint8_t gid[16])
+{
+	/* Capacity was reserved when the REG was submitted. */
+	if (gid_find(m, gid) >= 0 || m->n_gids >= m->gids_cap)
+		return;
+	memcpy(m->gids[m->n_gids++], gid, 16);
+}
+
+static void gid_remove_at(struct rdmacm_mux *m, size_t idx)
+{
+	memmove(&m->gids[idx], &m->gids[idx + 1],
+		(m->n_gids - idx - 1) * sizeof(m->gids[0]));
+	m->n_gids--;
+}
+
+/* ---- requests ---- */
+
+/* Append one request frame. @payload goes into umad.mad. The caller checked
+ * that there is room. */
+static struct request *queue_frame(struct rdmacm_mux *m, uint32_t op_code,
+				   const uint8_t *sgid,
+				   const struct rdmacm_mux_mad_addr *addr,
+				   const void *payload, size_t payload_len,
+				   bool internal)
+{
+	struct request *req = &m->requests[m->n_requests];
+
 	/* Every byte we do not set goes out as zero, padding included. */
 	memset(req, 0, sizeof(*req));
-	req->ticket = m->next_ticket;
+	req->internal = internal;
+	req->ticket = internal ? 0 : m->next_ticket;
 	req->op_code = op_code;
 	req->frame.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 	req->frame.hdr.op_code = op_code;
-	if (sgid)
+	if (sgid) {
 		memcpy(req->frame.hdr.sgid.raw, sgid, 16);
+		memcpy(req->gid, sgid, 16);
+	}
 	if (addr) {
 		req->frame.umad.hdr.addr = *addr;
 		memset(req->frame.umad.hdr.addr.reserved, 0,
@@ -264,8 +491,30 @@ static int submit(struct rdmacm_mux *m, uint32_t op_code, const uint8_t *sgid,
 	req->frame.umad_len = (int32_t)payload_len;
 
 	m->n_requests++;
-	if (++m->next_ticket == 0)
+	if (!internal && ++m->next_ticket == 0)
 		m->next_ticket = 1;
+	sync_epoll(m);
+	return req;
+}
+
+/* Queue one request of the caller's. */
+static int submit(struct rdmacm_mux *m, uint32_t op_code, const uint8_t *sgid,
+		  const struct rdmacm_mux_mad_addr *addr, const void *payload,
+		  size_t payload_len, uint32_t *ret_ticket)
+{
+	struct request *req;
+
+	if (m->broken)
+		return m->broken;
+	if (m->reconnect && m->state != CONN_UP)
+		return set_error(m, -ENOTCONN,
+				 "not connected to the daemon: reconnecting");
+	if (m->n_requests >= RDMACM_MUX_MAX_REQUESTS)
+		return set_error(m, -ENOBUFS,
+				 "%d requests outstanding or uncollected",
+				 RDMACM_MUX_MAX_REQUESTS);
+
+	req = queue_frame(m, op_code, sgid, addr, payload, payload_len, false);
 	if (ret_ticket)
 		*ret_ticket = req->ticket;
 	return 0;
@@ -291,7 +540,7 @@ static int flush_output(struct rdmacm_mux *m)
 		}
 		mh.msg_iovlen = n_iov;
 
-		n = sendmsg(m->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = sendmsg(m->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -317,6 +566,24 @@ static int flush_output(struct rdmacm_mux *m)
 		}
 	}
 	return 0;
+}
+
+static int on_internal_answer(struct rdmacm_mux *m, size_t idx);
+
+/* A REG that succeeded joins the set a reconnection restores, unless an
+ * UNREG of the same GID was submitted after it. */
+static void track_answer(struct rdmacm_mux *m, size_t idx)
+{
+	const struct request *req = &m->requests[idx];
+
+	if (req->op_code != RDMACM_MUX_OP_CODE_REG ||
+	    (req->resp.error != 0 && req->resp.error != -EEXIST))
+		return;
+	for (size_t i = idx + 1; i < m->n_requests; i++)
+		if (m->requests[i].op_code == RDMACM_MUX_OP_CODE_UNREG &&
+		    memcmp(m->requests[i].gid, req->gid, 16) == 0)
+			return;
+	gid_add(m, req->gid);
 }
 
 static int handle_response(struct rdmacm_mux *m,
@@ -357,6 +624,10 @@ static int handle_response(struct rdmacm_mux *m,
 		memcpy(&req->resp.stats, msg->umad.mad, n);
 	}
 	m->n_answered++;
+	if (req->internal)
+		return on_internal_answer(m, m->n_answered - 1);
+	if (m->reconnect)
+		track_answer(m, m->n_answered - 1);
 	return 0;
 }
 
@@ -419,7 +690,7 @@ static int read_input(struct rdmacm_mux *m)
 		ssize_t n;
 		int r;
 
-		n = recv(m->fd, m->in_buf + m->in_len,
+		n = recv(m->sock, m->in_buf + m->in_len,
 			 sizeof(m->in_buf) - m->in_len, MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -460,6 +731,8 @@ static int do_io(struct rdmacm_mux *m)
 
 	if (m->broken)
 		return m->broken;
+	if (m->sock < 0)
+		return 0; /* reconnecting: nothing to do I/O on */
 	r = flush_output(m);
 	if (r < 0) {
 		/* Answers and MADs the daemon wrote before it died are
@@ -470,12 +743,275 @@ static int do_io(struct rdmacm_mux *m)
 	return read_input(m);
 }
 
-/* A broken handle asks for POLLIN only: the shut-down fd is readable. */
+/* A broken handle asks for POLLIN only: the shut-down fd is readable. An
+ * epoll set is readable whenever one of its members is ready. */
 static short events_of(const struct rdmacm_mux *m)
 {
-	if (!m->broken && m->n_sent < m->n_requests)
+	if (!m->reconnect && !m->broken && m->n_sent < m->n_requests)
 		return POLLIN | POLLOUT;
 	return POLLIN;
+}
+
+/* ---- reconnection: the state machine ---- */
+
+static void fill_hello(struct rdmacm_mux_hello *hello)
+{
+	memset(hello, 0, sizeof(*hello));
+	hello->magic = RDMACM_MUX_HELLO_MAGIC;
+	hello->version_major = RDMACM_MUX_PROTO_VERSION_MAJOR;
+	hello->version_minor = RDMACM_MUX_PROTO_VERSION_MINOR;
+	hello->capabilities = RDMACM_MUX_CAP_ALL;
+}
+
+/* Take the granted capabilities from an answered HELLO. */
+static int hello_result(struct rdmacm_mux *m, const struct request *req)
+{
+	struct rdmacm_mux_hello hello;
+	int r = req->resp.error;
+
+	if (r == -EINVAL) {
+		/* An old, QEMU-style mux: it knows no extension. */
+		m->caps = 0;
+		return 0;
+	}
+	if (r < 0)
+		return set_error(m, r, "daemon refused the HELLO handshake");
+	if ((size_t)req->frame.umad_len < sizeof(hello))
+		return set_error(m, -EPROTO, "HELLO answer too short (%d bytes)",
+				 (int)req->frame.umad_len);
+	memcpy(&hello, req->frame.umad.mad, sizeof(hello));
+	if (hello.magic != RDMACM_MUX_HELLO_MAGIC)
+		return set_error(m, -EPROTO, "HELLO answer has magic 0x%08x",
+				 hello.magic);
+	/* Never trust a grant we did not ask for. */
+	m->caps = hello.capabilities & RDMACM_MUX_CAP_ALL;
+	return 0;
+}
+
+/*
+ * Complete every unanswered request of the caller's with -ECONNRESET (they
+ * stay collectable, in order) and drop internal ones. Returns how many of
+ * the caller's failed.
+ */
+static uint32_t fail_in_flight(struct rdmacm_mux *m)
+{
+	size_t keep = m->n_answered;
+	uint32_t failed = 0;
+
+	for (size_t i = m->n_answered; i < m->n_requests; i++) {
+		struct request *req;
+
+		if (m->requests[i].internal)
+			continue;
+		if (keep != i)
+			m->requests[keep] = m->requests[i];
+		req = &m->requests[keep++];
+		memset(&req->resp, 0, sizeof(req->resp));
+		req->resp.ticket = req->ticket;
+		req->resp.op_code = req->op_code;
+		req->resp.error = -ECONNRESET;
+		failed++;
+	}
+	m->n_requests = m->n_answered = m->n_sent = keep;
+	m->out_off = 0;
+	return failed;
+}
+
+/* The connection broke (m->error says why): back off, then try again. */
+static void lose_connection(struct rdmacm_mux *m, int r)
+{
+	struct rdmacm_mux_event ev = {
+		.type = RDMACM_MUX_EVENT_DISCONNECTED,
+		.error = r,
+	};
+
+	ev.requests_failed = fail_in_flight(m);
+	if (m->sock >= 0) {
+		(void)epoll_ctl(m->fd, EPOLL_CTL_DEL, m->sock, NULL);
+		(void)close(m->sock);
+		m->sock = -1;
+	}
+	m->sock_events = 0;
+	m->in_len = 0;
+	if (m->state == CONN_UP) {
+		/* A new outage; a break during a reconnection is not one. */
+		m->attempts = 0;
+		push_event(m, &ev);
+	}
+	m->state = CONN_BACKOFF;
+	m->deadline = now_ms() + backoff_delay(m);
+}
+
+/* Register the next GID again, or finish the reconnection. */
+static void rereg_continue(struct rdmacm_mux *m)
+{
+	struct rdmacm_mux_event ev = { .type = RDMACM_MUX_EVENT_RECONNECTED };
+
+	if (m->rereg_next < m->n_gids) {
+		(void)queue_frame(m, RDMACM_MUX_OP_CODE_REG,
+				  m->gids[m->rereg_next], NULL, NULL, 0, true);
+		return;
+	}
+	ev.attempts = m->attempts;
+	ev.gids_registered = m->rereg_ok;
+	ev.gids_failed = m->rereg_failed;
+	push_event(m, &ev);
+	m->state = CONN_UP;
+	m->attempts = 0;
+	m->deadline = NO_DEADLINE;
+}
+
+static void start_rereg(struct rdmacm_mux *m)
+{
+	m->state = CONN_REREG;
+	m->rereg_next = 0;
+	m->rereg_ok = 0;
+	m->rereg_failed = 0;
+	rereg_continue(m);
+}
+
+/* The answer to the HELLO or a REG of a reconnection. */
+static int on_internal_answer(struct rdmacm_mux *m, size_t idx)
+{
+	const struct request *req = &m->requests[idx];
+	struct rdmacm_mux_event ev = { .type = RDMACM_MUX_EVENT_GID_LOST };
+	int err = req->resp.error;
+
+	if (req->op_code == RDMACM_MUX_OP_CODE_HELLO) {
+		int r = hello_result(m, req);
+
+		remove_request(m, idx);
+		if (r < 0) {
+			lose_connection(m, r);
+			return r;
+		}
+		start_rereg(m);
+		return 0;
+	}
+
+	remove_request(m, idx);
+	if (err == 0 || err == -EEXIST) {
+		m->rereg_ok++;
+		m->rereg_next++;
+	} else {
+		/* Not ours any more: report it and forget it. */
+		ev.error = err;
+		memcpy(ev.gid, m->gids[m->rereg_next], 16);
+		push_event(m, &ev);
+		gid_remove_at(m, m->rereg_next);
+		m->rereg_failed++;
+	}
+	rereg_continue(m);
+	return 0;
+}
+
+/* One connection attempt; AF_UNIX connects at once or fails. */
+static void attempt(struct rdmacm_mux *m)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct rdmacm_mux_hello hello;
+	int fd, r;
+
+	m->attempts++;
+	memcpy(sa.sun_path, m->path, strlen(m->path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		set_error(m, -errno, "reconnecting: socket");
+		goto later;
+	}
+	do
+		r = connect(fd, (const struct sockaddr *)&sa, sizeof(sa));
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		/* EAGAIN (a full backlog) is a failed attempt like any other. */
+		set_error(m, -errno, "reconnecting to %s (attempt %u)", m->path,
+			  m->attempts);
+		(void)close(fd);
+		goto later;
+	}
+	ev.data.fd = fd;
+	if (epoll_ctl(m->fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		set_error(m, -errno, "reconnecting: epoll_ctl");
+		(void)close(fd);
+		goto later;
+	}
+	m->sock = fd;
+	m->sock_events = EPOLLIN;
+	m->in_len = 0;
+	m->out_off = 0;
+	m->deadline = now_ms() + RECONNECT_HANDSHAKE_MS;
+	if (m->flags & RDMACM_MUX_OPEN_BASE_PROTOCOL) {
+		m->caps = 0;
+		start_rereg(m);
+		return;
+	}
+	/* No request of the caller's is unanswered: the spare slot is free. */
+	fill_hello(&hello);
+	(void)queue_frame(m, RDMACM_MUX_OP_CODE_HELLO, NULL, NULL, &hello,
+			  sizeof(hello), true);
+	m->state = CONN_HELLO;
+	return;
+
+later:
+	m->deadline = now_ms() + backoff_delay(m);
+}
+
+/* Whatever is due: an attempt, or giving up on a slow handshake. */
+static void reconnect_step(struct rdmacm_mux *m)
+{
+	uint64_t now = now_ms();
+
+	if (m->deadline == NO_DEADLINE || now < m->deadline)
+		return;
+	if (m->state == CONN_BACKOFF) {
+		if (m->n_events >= EVENT_BACKLOG)
+			return; /* until the caller collects its events */
+		/* Room for everything this reconnection may report, and
+		 * the next DISCONNECTED. */
+		if (reserve_events(m, m->n_gids + 2) < 0) {
+			set_error(m, -ENOMEM, "reconnecting: out of memory");
+			m->deadline = now + backoff_delay(m);
+			return;
+		}
+		attempt(m);
+	} else if (m->state == CONN_HELLO || m->state == CONN_REREG) {
+		set_error(m, -ETIMEDOUT,
+			  "daemon did not complete the reconnection handshake "
+			  "in %d ms",
+			  RECONNECT_HANDSHAKE_MS);
+		lose_connection(m, -ETIMEDOUT);
+	}
+}
+
+/* do_io(), and for a handle that reconnects, its state machine. */
+static int run(struct rdmacm_mux *m)
+{
+	int r = do_io(m);
+
+	if (!m->reconnect)
+		return r;
+	if (r < 0)
+		r = 0; /* the break is an event now, queued by lose_connection */
+	reconnect_step(m);
+	if (m->sock >= 0 && m->n_sent < m->n_requests) {
+		/* Send what an attempt or an answer just queued. */
+		int r2 = do_io(m);
+
+		if (r2 > 0)
+			r += r2;
+	}
+	sync_epoll(m);
+	update_timer(m);
+	return r;
+}
+
+/* poll() timeout for waiting until @deadline with the handle's own timer. */
+static int poll_timeout(const struct rdmacm_mux *m, uint64_t deadline)
+{
+	uint64_t own = next_deadline(m);
+
+	return remaining_ms(own < deadline ? own : deadline);
 }
 
 /*
@@ -490,7 +1026,7 @@ static int wait_answered(struct rdmacm_mux *m, uint32_t ticket,
 		ssize_t idx;
 		int r, io;
 
-		io = do_io(m);
+		io = run(m);
 
 		idx = find_request(m, ticket);
 		if (idx < 0)
@@ -504,10 +1040,10 @@ static int wait_answered(struct rdmacm_mux *m, uint32_t ticket,
 			return io;
 
 		pfd.events = events_of(m);
-		r = poll(&pfd, 1, remaining_ms(deadline));
+		r = poll(&pfd, 1, poll_timeout(m, deadline));
 		if (r < 0 && errno != EINTR)
 			return set_error(m, -errno, "poll failed");
-		if (r == 0)
+		if (r == 0 && remaining_ms(deadline) == 0)
 			return set_error(m, -ETIMEDOUT,
 					 "no answer to request %u in time",
 					 ticket);
@@ -565,6 +1101,7 @@ static int connect_socket(struct rdmacm_mux *m, const char *path,
 		return set_error(m, -errno, "connect to %s", path);
 	}
 
+	m->sock = fd;
 	m->fd = fd;
 	fd = -1;
 	return 0;
@@ -572,17 +1109,12 @@ static int connect_socket(struct rdmacm_mux *m, const char *path,
 
 static int handshake(struct rdmacm_mux *m, uint64_t deadline)
 {
-	struct rdmacm_mux_hello hello = {
-		.magic = RDMACM_MUX_HELLO_MAGIC,
-		.version_major = RDMACM_MUX_PROTO_VERSION_MAJOR,
-		.version_minor = RDMACM_MUX_PROTO_VERSION_MINOR,
-		.capabilities = RDMACM_MUX_CAP_ALL,
-	};
-	const struct request *req;
+	struct rdmacm_mux_hello hello;
 	uint32_t ticket;
 	size_t idx;
 	int r;
 
+	fill_hello(&hello);
 	r = submit(m, RDMACM_MUX_OP_CODE_HELLO, NULL, NULL, &hello,
 		   sizeof(hello), &ticket);
 	if (r < 0)
@@ -590,30 +1122,60 @@ static int handshake(struct rdmacm_mux *m, uint64_t deadline)
 	r = wait_answered(m, ticket, deadline, &idx);
 	if (r < 0)
 		return r;
-
-	req = &m->requests[idx];
-	r = req->resp.error;
-	if (r == -EINVAL) {
-		/* An old, QEMU-style mux: it knows no extension. */
-		m->caps = 0;
-		r = 0;
-	} else if (r < 0) {
-		set_error(m, r, "daemon refused the HELLO handshake");
-	} else if ((size_t)req->frame.umad_len < sizeof(hello)) {
-		r = set_error(m, -EPROTO, "HELLO answer too short (%d bytes)",
-			      (int)req->frame.umad_len);
-	} else {
-		memcpy(&hello, req->frame.umad.mad, sizeof(hello));
-		if (hello.magic != RDMACM_MUX_HELLO_MAGIC)
-			r = set_error(m, -EPROTO,
-				      "HELLO answer has magic 0x%08x",
-				      hello.magic);
-		else
-			/* Never trust a grant we did not ask for. */
-			m->caps = hello.capabilities & RDMACM_MUX_CAP_ALL;
-	}
+	r = hello_result(m, &m->requests[idx]);
 	remove_request(m, idx);
 	return r;
+}
+
+/* Turn a connected handle into one that reconnects: the caller's fd becomes
+ * an epoll set with the socket and the timer in it. */
+static int setup_reconnect(struct rdmacm_mux *m, const char *path)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct timespec ts;
+	int ep;
+
+	m->path = strdup(path);
+	if (!m->path)
+		return set_error(m, -ENOMEM, "out of memory");
+	/* The first DISCONNECTED always has its place. */
+	if (reserve_events(m, 1) < 0)
+		return set_error(m, -ENOMEM, "out of memory");
+	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (m->timer_fd < 0)
+		return set_error(m, -errno, "timerfd_create");
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return set_error(m, -errno, "epoll_create1");
+	ev.data.fd = m->timer_fd;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, m->timer_fd, &ev) < 0) {
+		int r = -errno;
+
+		(void)close(ep);
+		return set_error(m, r, "epoll_ctl");
+	}
+	ev.data.fd = m->sock;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, m->sock, &ev) < 0) {
+		int r = -errno;
+
+		(void)close(ep);
+		return set_error(m, r, "epoll_ctl");
+	}
+	m->fd = ep;
+	m->sock_events = EPOLLIN;
+	m->reconnect = true;
+	m->state = CONN_UP;
+	m->deadline = NO_DEADLINE;
+	m->timer_armed = NO_DEADLINE;
+	m->backoff_initial_ms = BACKOFF_INITIAL_MS;
+	m->backoff_max_ms = BACKOFF_MAX_MS;
+	m->jitter_percent = BACKOFF_JITTER_PERCENT;
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	m->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+		 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)m;
+	if (m->rng == 0)
+		m->rng = 1;
+	return 0;
 }
 
 _public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
@@ -629,14 +1191,18 @@ _public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
 		return set_open_error(-EINVAL, "no socket path");
 	if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
 		return set_open_error(-ENAMETOOLONG, "socket path too long");
-	if (flags & ~RDMACM_MUX_OPEN_BASE_PROTOCOL)
+	if (flags & ~(RDMACM_MUX_OPEN_BASE_PROTOCOL | RDMACM_MUX_OPEN_RECONNECT))
 		return set_open_error(-EINVAL, "unknown flags 0x%x",
-				      flags & ~RDMACM_MUX_OPEN_BASE_PROTOCOL);
+				      flags & ~(RDMACM_MUX_OPEN_BASE_PROTOCOL |
+						RDMACM_MUX_OPEN_RECONNECT));
 
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return set_open_error(-ENOMEM, "out of memory");
 	m->fd = -1;
+	m->sock = -1;
+	m->timer_fd = -1;
+	m->flags = flags;
 	m->next_ticket = 1;
 	m->inbound = calloc(RDMACM_MUX_MAX_INBOUND, sizeof(*m->inbound));
 	if (!m->inbound)
@@ -645,6 +1211,8 @@ _public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
 	r = connect_socket(m, socket_path, deadline);
 	if (r >= 0 && !(flags & RDMACM_MUX_OPEN_BASE_PROTOCOL))
 		r = handshake(m, deadline);
+	if (r >= 0 && (flags & RDMACM_MUX_OPEN_RECONNECT))
+		r = setup_reconnect(m, socket_path);
 	if (r < 0) {
 		/* m->error already carries the errno text. */
 		snprintf(open_error, sizeof(open_error), "%s", m->error);
@@ -661,8 +1229,15 @@ _public_ void rdmacm_mux_close(struct rdmacm_mux *m)
 {
 	if (!m)
 		return;
-	if (m->fd >= 0)
+	if (m->sock >= 0)
+		(void)close(m->sock);
+	if (m->fd >= 0 && m->fd != m->sock)
 		(void)close(m->fd);
+	if (m->timer_fd >= 0)
+		(void)close(m->timer_fd);
+	free(m->path);
+	free(m->gids);
+	free(m->events);
 	free(m->inbound);
 	free(m);
 }
@@ -687,7 +1262,7 @@ _public_ int rdmacm_mux_process(struct rdmacm_mux *m)
 
 	if (!m)
 		return -EINVAL;
-	r = do_io(m);
+	r = run(m);
 	if (r < 0)
 		return r;
 	if (m->dropped_unreported) {
@@ -718,6 +1293,11 @@ _public_ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16]
 		return -EINVAL;
 	if (!gid)
 		return set_error(m, -EINVAL, "register: gid is NULL");
+	/* Room to remember the GID if this and every other request in flight
+	 * turns out to be a successful REG. */
+	if (m->reconnect &&
+	    reserve_gids(m, m->n_requests - m->n_answered + 1) < 0)
+		return set_error(m, -ENOMEM, "register: out of memory");
 	return submit(m, RDMACM_MUX_OP_CODE_REG, gid, NULL, NULL, 0, ret_ticket);
 }
 
@@ -725,12 +1305,22 @@ _public_ int rdmacm_mux_unregister_gid(struct rdmacm_mux *m,
 				       const uint8_t gid[16],
 				       uint32_t *ret_ticket)
 {
+	ssize_t idx;
+	int r;
+
 	if (!m)
 		return -EINVAL;
 	if (!gid)
 		return set_error(m, -EINVAL, "unregister: gid is NULL");
-	return submit(m, RDMACM_MUX_OP_CODE_UNREG, gid, NULL, NULL, 0,
-		      ret_ticket);
+	r = submit(m, RDMACM_MUX_OP_CODE_UNREG, gid, NULL, NULL, 0, ret_ticket);
+	if (r < 0 || !m->reconnect)
+		return r;
+	/* The caller wants it gone: a reconnection must not bring it back,
+	 * whatever the answer (or the lack of one). */
+	idx = gid_find(m, gid);
+	if (idx >= 0)
+		gid_remove_at(m, (size_t)idx);
+	return 0;
 }
 
 _public_ int rdmacm_mux_send_mad(struct rdmacm_mux *m, const uint8_t sgid[16],
@@ -820,6 +1410,60 @@ _public_ int rdmacm_mux_wait(struct rdmacm_mux *m, uint32_t ticket,
 		return r;
 	*ret = m->requests[idx].resp;
 	remove_request(m, idx);
+	return 0;
+}
+
+_public_ int rdmacm_mux_set_reconnect_backoff(struct rdmacm_mux *m,
+					     uint32_t initial_ms,
+					     uint32_t max_ms,
+					     uint32_t jitter_percent)
+{
+	if (!m)
+		return -EINVAL;
+	if (!m->reconnect)
+		return set_error(m, -EOPNOTSUPP,
+				 "the handle was not opened with "
+				 "RDMACM_MUX_OPEN_RECONNECT");
+	if (initial_ms < 1 || max_ms < initial_ms || max_ms > BACKOFF_LIMIT_MS)
+		return set_error(m, -EINVAL,
+				 "backoff: need 1 <= initial (%u) <= max (%u) "
+				 "<= %u ms",
+				 initial_ms, max_ms, BACKOFF_LIMIT_MS);
+	if (jitter_percent > 100)
+		return set_error(m, -EINVAL, "backoff: jitter %u%% over 100%%",
+				 jitter_percent);
+	m->backoff_initial_ms = initial_ms;
+	m->backoff_max_ms = max_ms;
+	m->jitter_percent = jitter_percent;
+	return 0;
+}
+
+_public_ int rdmacm_mux_get_timeout(const struct rdmacm_mux *m,
+				    int *ret_timeout_ms)
+{
+	if (!m || !ret_timeout_ms)
+		return -EINVAL;
+	*ret_timeout_ms = remaining_ms(next_deadline(m));
+	return 0;
+}
+
+_public_ int rdmacm_mux_next_event(struct rdmacm_mux *m,
+				   struct rdmacm_mux_event *ret)
+{
+	if (!m)
+		return -EINVAL;
+	if (!ret)
+		return set_error(m, -EINVAL, "next_event: ret is NULL");
+	if (m->n_events == 0) {
+		if (m->broken)
+			return m->broken;
+		return set_error(m, -EAGAIN, "no event waiting");
+	}
+	*ret = m->events[m->events_head];
+	m->events_head = (m->events_head + 1) % m->events_cap;
+	m->n_events--;
+	/* Below the backlog limit again: an attempt may be due. */
+	update_timer(m);
 	return 0;
 }
 

@@ -20,6 +20,49 @@
  * rdmacm_mux_last_error() returns. A handle is not thread-safe: use it from
  * one thread at a time.
  *
+ * Reconnection (opt-in, RDMACM_MUX_OPEN_RECONNECT, since 1.1)
+ *
+ * By default a broken connection (the daemon closed it, ECONNRESET, EPIPE,
+ * a protocol violation) is final: every later call returns the error that
+ * broke it. With RDMACM_MUX_OPEN_RECONNECT the handle survives daemon
+ * restarts instead:
+ *
+ * - When the connection breaks, every request that was queued or in flight
+ *   completes with error -ECONNRESET: rdmacm_mux_next_response() and
+ *   rdmacm_mux_wait() hand it out like any answer. Nothing is resent, because
+ *   a resent CM MAD may reach the peer twice; the caller decides what to
+ *   redo. Answers and MADs that arrived before the break stay collectable.
+ *   Then a RDMACM_MUX_EVENT_DISCONNECTED event is queued.
+ * - Until the handle is back, new requests fail with -ENOTCONN.
+ * - Reconnection attempts happen only inside rdmacm_mux_process() and
+ *   rdmacm_mux_wait(), never in a thread, and never block: the first comes
+ *   one backoff delay after the break, each failed one doubles the delay up
+ *   to a cap, and each delay is shortened by a random jitter so that many
+ *   clients of one daemon do not come back in lockstep (defaults: 100 ms,
+ *   doubling up to 5000 ms, up to 20% jitter; see
+ *   rdmacm_mux_set_reconnect_backoff()). rdmacm_mux_get_timeout() tells an
+ *   event loop when the next attempt is due, as sd_bus_get_timeout() does.
+ * - An attempt connects to the same socket path, redoes the HELLO handshake
+ *   (unless RDMACM_MUX_OPEN_BASE_PROTOCOL; the granted capabilities may
+ *   differ from before) and registers again, in the order they were first
+ *   registered, every GID whose REG succeeded and that was not passed to
+ *   rdmacm_mux_unregister_gid() since. A GID the daemon now refuses (e.g.
+ *   -EACCES: another client took it meanwhile) is dropped from that set and
+ *   reported with a RDMACM_MUX_EVENT_GID_LOST event. A connection that
+ *   breaks again during this, or a handshake that takes longer than 5 s,
+ *   counts as a failed attempt. Then a RDMACM_MUX_EVENT_RECONNECTED event is
+ *   queued and requests flow again.
+ * - Events are collected with rdmacm_mux_next_event(), in the order they
+ *   happened; check after every rdmacm_mux_process(). While 64 or more
+ *   events wait uncollected, the library makes no reconnection attempt, so
+ *   that its memory stays bounded; collect them.
+ * - rdmacm_mux_get_fd() is then an epoll fd that stays the same for the life
+ *   of the handle (the socket behind it changes with every reconnection) and
+ *   becomes readable when the socket needs attention or an attempt is due,
+ *   so a loop that ignores rdmacm_mux_get_timeout() still works. Add it to
+ *   poll(), select() or another epoll set with POLLIN; it is not a socket.
+ * - rdmacm_mux_open() itself still fails when the daemon is not there.
+ *
  * Depends on libc only.
  */
 #ifndef RDMACM_MUX_H
@@ -43,6 +86,12 @@ struct rdmacm_mux;
  * QEMU-compatible base protocol, as QEMU itself does.
  */
 #define RDMACM_MUX_OPEN_BASE_PROTOCOL (1u << 0)
+/*
+ * RDMACM_MUX_OPEN_RECONNECT: survive daemon restarts: reconnect with backoff,
+ * redo the handshake and re-register the GIDs (see the top of this file).
+ * Since 1.1; a 1.0 library refuses the flag with -EINVAL.
+ */
+#define RDMACM_MUX_OPEN_RECONNECT (1u << 1)
 
 /* The most requests that may be queued, in flight or answered-but-not-yet
  * collected at any time. One more fails with -ENOBUFS. */
@@ -67,10 +116,39 @@ struct rdmacm_mux_inbound {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
 };
 
+/* Kinds of rdmacm_mux_event (RDMACM_MUX_OPEN_RECONNECT only). */
+enum rdmacm_mux_event_type {
+	/* The connection broke; in-flight requests completed with
+	 * -ECONNRESET; reconnection attempts start. */
+	RDMACM_MUX_EVENT_DISCONNECTED = 1,
+	/* While reconnecting, the daemon refused to register a GID again; it
+	 * is no longer registered and will not be retried. */
+	RDMACM_MUX_EVENT_GID_LOST = 2,
+	/* Connected, handshake done and GIDs registered again: requests
+	 * flow. Follows the GID_LOST events of the same reconnection. */
+	RDMACM_MUX_EVENT_RECONNECTED = 3,
+};
+
+/* Something that happened to the connection, from rdmacm_mux_next_event(). */
+struct rdmacm_mux_event {
+	uint32_t type;		  /* RDMACM_MUX_EVENT_* */
+	int error;		  /* DISCONNECTED: why (-ECONNRESET, -EPIPE,
+				   * -EPROTO, ...); GID_LOST: the daemon's
+				   * answer to the REG (-EACCES, -EDQUOT, ...);
+				   * RECONNECTED: 0 */
+	uint8_t gid[16];	  /* GID_LOST: the GID; else zero */
+	uint32_t requests_failed; /* DISCONNECTED: requests that completed
+				   * with -ECONNRESET */
+	uint32_t attempts;	  /* RECONNECTED: connection attempts it took */
+	uint32_t gids_registered; /* RECONNECTED: GIDs registered again */
+	uint32_t gids_failed;	  /* RECONNECTED: GIDs lost (GID_LOST events) */
+};
+
 /**
  * rdmacm_mux_open() - connect to the daemon
  * @socket_path: the daemon's socket, e.g. "/var/run/rdmacm-mux-rxe0-1"
- * @flags:       0 or RDMACM_MUX_OPEN_BASE_PROTOCOL
+ * @flags:       0, or RDMACM_MUX_OPEN_BASE_PROTOCOL and/or
+ *               RDMACM_MUX_OPEN_RECONNECT
  * @timeout_ms:  limit for connecting plus the handshake; negative: no limit
  * @ret:         the new handle
  *
@@ -101,14 +179,18 @@ static inline void rdmacm_mux_closep(struct rdmacm_mux **m)
 }
 
 /**
- * rdmacm_mux_get_fd() - the socket to watch in the caller's event loop
+ * rdmacm_mux_get_fd() - the fd to watch in the caller's event loop
+ *
+ * The daemon socket; with RDMACM_MUX_OPEN_RECONNECT an epoll fd that stays
+ * the same across reconnections (see the top of this file).
  * Return: the fd (owned by the handle), or -EINVAL.
  */
 int rdmacm_mux_get_fd(const struct rdmacm_mux *m);
 
 /**
  * rdmacm_mux_get_events() - the poll events the handle waits for
- * Return: POLLIN, plus POLLOUT while output is queued; -EINVAL for NULL.
+ * Return: POLLIN, plus POLLOUT while output is queued (always POLLIN alone
+ * with RDMACM_MUX_OPEN_RECONNECT); -EINVAL for NULL.
  */
 short rdmacm_mux_get_events(const struct rdmacm_mux *m);
 
@@ -117,12 +199,15 @@ short rdmacm_mux_get_events(const struct rdmacm_mux *m);
  *
  * Writes queued output, reads what the daemon sent and sorts whole frames
  * into the response and inbound queues. Never blocks. Call it when the fd
- * is ready for rdmacm_mux_get_events().
+ * is ready for rdmacm_mux_get_events(), and with RDMACM_MUX_OPEN_RECONNECT
+ * also when rdmacm_mux_get_timeout() expired: it then also drives the
+ * reconnection, and queues events for rdmacm_mux_next_event().
  *
  * Return: the number of frames received (0 if none); -ENOBUFS once after
- * inbound MADs had to be dropped (the handle stays usable); -ECONNRESET,
- * -EPIPE, -EPROTO, ... when the connection is unusable, and then for every
- * later call that needs it.
+ * inbound MADs had to be dropped (the handle stays usable); without
+ * RDMACM_MUX_OPEN_RECONNECT -ECONNRESET, -EPIPE, -EPROTO, ... when the
+ * connection is unusable, and then for every later call that needs it (with
+ * it, a broken connection is an event, not an error).
  */
 int rdmacm_mux_process(struct rdmacm_mux *m);
 
@@ -144,8 +229,11 @@ uint64_t rdmacm_mux_get_dropped(const struct rdmacm_mux *m);
  * @ret_ticket: the request's ticket (>= 1, increasing), or NULL
  *
  * Queues the request; the answer's error is -EEXIST if this connection has
- * the GID already, -EACCES if another client owns it.
- * Return: 0, or a negative errno (-EINVAL, -ENOBUFS, or the connection's).
+ * the GID already, -EACCES if another client owns it. With
+ * RDMACM_MUX_OPEN_RECONNECT a GID whose answer is 0 (or -EEXIST) is
+ * registered again after each reconnection until it is unregistered.
+ * Return: 0, or a negative errno (-EINVAL, -ENOBUFS, -ENOTCONN while
+ * reconnecting, -ENOMEM, or the connection's).
  */
 int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16],
 			    uint32_t *ret_ticket);
@@ -154,7 +242,9 @@ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16],
  * rdmacm_mux_unregister_gid() - give a GID back
  *
  * As rdmacm_mux_register_gid(). The answer's error is -ENOENT if nobody owns
- * the GID, -EACCES if another client does.
+ * the GID, -EACCES if another client does. With RDMACM_MUX_OPEN_RECONNECT the
+ * GID leaves the set that reconnection registers again as soon as this is
+ * called, whatever the answer.
  */
 int rdmacm_mux_unregister_gid(struct rdmacm_mux *m, const uint8_t gid[16],
 			      uint32_t *ret_ticket);
@@ -211,11 +301,52 @@ int rdmacm_mux_recv_mad(struct rdmacm_mux *m, struct rdmacm_mux_inbound *ret);
  *
  * Inbound MADs and other answers that arrive meanwhile are queued for
  * rdmacm_mux_recv_mad() and rdmacm_mux_next_response().
- * Return: 0; -ETIMEDOUT (the request stays pending); -ENOENT for a ticket
- * that is not pending; or the connection's error.
+ * Return: 0 (with RDMACM_MUX_OPEN_RECONNECT also when the connection broke:
+ * the answer's error is then -ECONNRESET); -ETIMEDOUT (the request stays
+ * pending); -ENOENT for a ticket that is not pending; or the connection's
+ * error.
  */
 int rdmacm_mux_wait(struct rdmacm_mux *m, uint32_t ticket, int timeout_ms,
 		    struct rdmacm_mux_response *ret);
+
+/**
+ * rdmacm_mux_set_reconnect_backoff() - tune the delays between attempts
+ * @initial_ms:     delay before the first attempt after a break, 1..3600000
+ * @max_ms:         the cap for the doubling delay, @initial_ms..3600000
+ * @jitter_percent: 0..100: each delay is shortened by a random amount of up
+ *                  to this share of it (0: exact delays)
+ *
+ * The delay before attempt n (1-based) of one outage is
+ * min(@initial_ms * 2^(n-1), @max_ms), minus the jitter. Takes effect from
+ * the next delay the library computes. Since 1.1.
+ * Return: 0; -EINVAL for values out of range; -EOPNOTSUPP unless the handle
+ * was opened with RDMACM_MUX_OPEN_RECONNECT.
+ */
+int rdmacm_mux_set_reconnect_backoff(struct rdmacm_mux *m, uint32_t initial_ms,
+				     uint32_t max_ms, uint32_t jitter_percent);
+
+/**
+ * rdmacm_mux_get_timeout() - how long the caller's poll may sleep
+ * @ret_timeout_ms: milliseconds until rdmacm_mux_process() has timed work
+ *                  to do (the next reconnection attempt, or the end of the
+ *                  reconnection handshake's time limit), 0 if it is due
+ *                  now, -1 for none. Usable as poll()'s timeout as it is.
+ *
+ * Always -1 without RDMACM_MUX_OPEN_RECONNECT and while connected. Since 1.1.
+ * Return: 0, or -EINVAL.
+ */
+int rdmacm_mux_get_timeout(const struct rdmacm_mux *m, int *ret_timeout_ms);
+
+/**
+ * rdmacm_mux_next_event() - collect the oldest connection event
+ *
+ * Does no I/O; events are queued by rdmacm_mux_process() and
+ * rdmacm_mux_wait(), in order: DISCONNECTED, then zero or more GID_LOST,
+ * then RECONNECTED, and so on for each outage. Since 1.1.
+ * Return: 0 and *@ret filled; -EAGAIN when none is waiting (always, without
+ * RDMACM_MUX_OPEN_RECONNECT, until the connection fails; then its error).
+ */
+int rdmacm_mux_next_event(struct rdmacm_mux *m, struct rdmacm_mux_event *ret);
 
 /**
  * rdmacm_mux_last_error() - why the last failing call on @m failed

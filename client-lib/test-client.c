@@ -35,6 +35,9 @@ static const uint8_t gid_b[16] = {
 static const uint8_t gid_remote[16] = {
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2,
 };
+static const uint8_t gid_c[16] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 3,
+};
 
 /* ---- the fake daemon ---- */
 
@@ -50,6 +53,10 @@ struct Fixture {
 	GAsyncQueue *to_server; /* the client tells the script to go on */
 	GAsyncQueue *to_client; /* and the other way round */
 	struct rdmacm_mux *m;
+	/* Reconnection tests: when the fake daemon closed and accepted. */
+	gint64 closed_at;
+	gint64 accepted_at[16];
+	int n_accepted;
 };
 
 static void fixture_setup(Fixture *f, gconstpointer data)
@@ -1307,6 +1314,517 @@ static void test_event_loop(Fixture *f, gconstpointer data)
 	}
 }
 
+/* ---- reconnection (RDMACM_MUX_OPEN_RECONNECT) ---- */
+
+#define OPEN_RECONNECT RDMACM_MUX_OPEN_RECONNECT
+
+/* The daemon is gone: no socket file, nothing listening. */
+static void srv_stop_listening(Fixture *f)
+{
+	close(f->listen_fd);
+	f->listen_fd = -1;
+	g_assert_cmpint(unlink(f->path), ==, 0);
+}
+
+/* A new daemon on the same path. */
+static void srv_listen_again(Fixture *f)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	strcpy(sa.sun_path, f->path);
+	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	g_assert_cmpint(f->listen_fd, >=, 0);
+	g_assert_cmpint(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+	g_assert_cmpint(listen(f->listen_fd, 8), ==, 0);
+}
+
+static void srv_expect_reg(int fd, const uint8_t *gid, int32_t err)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid);
+	srv_answer(fd, req, err);
+}
+
+/* The client sends nothing more (in particular resends nothing) and closes. */
+static void srv_expect_eof(int fd)
+{
+	uint8_t b[GOLD_FRAME_SIZE];
+
+	g_assert_cmpint(read(fd, b, sizeof(b)), ==, 0);
+	close(fd);
+}
+
+static struct rdmacm_mux *open_reconnect(Fixture *f, unsigned flags,
+					 uint32_t initial_ms, uint32_t max_ms,
+					 uint32_t jitter)
+{
+	struct rdmacm_mux *m = NULL;
+
+	g_assert_cmpint(rdmacm_mux_open(f->path, OPEN_RECONNECT | flags,
+					OPEN_TIMEOUT_MS, &m),
+			==, 0);
+	f->m = m;
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, initial_ms, max_ms,
+							 jitter),
+			==, 0);
+	return m;
+}
+
+/*
+ * Run an event loop on @m until it reports an event. With @use_timeout the
+ * loop sleeps for rdmacm_mux_get_timeout(), as an sd-bus style caller does;
+ * without, it polls the fd alone, which must then wake up by itself.
+ */
+static void pump_event(struct rdmacm_mux *m, gboolean use_timeout,
+		       struct rdmacm_mux_event *ev)
+{
+	gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+	while (rdmacm_mux_next_event(m, ev) != 0) {
+		struct pollfd pfd = {
+			.fd = rdmacm_mux_get_fd(m),
+			.events = rdmacm_mux_get_events(m),
+		};
+		int timeout;
+
+		g_assert_cmpint(g_get_monotonic_time(), <, end);
+		g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+		if (use_timeout) {
+			if (timeout < 0 || timeout > 1000)
+				timeout = 1000;
+			g_assert_cmpint(poll(&pfd, 1, timeout), >=, 0);
+		} else {
+			g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+		}
+		g_assert_cmpint(rdmacm_mux_process(m), >=, 0);
+	}
+}
+
+static void expect_event(struct rdmacm_mux *m, gboolean use_timeout,
+			 uint32_t type, struct rdmacm_mux_event *ev)
+{
+	pump_event(m, use_timeout, ev);
+	if (ev->type != type)
+		g_error("expected event %u, got %u (error %d)", type, ev->type,
+			ev->error);
+}
+
+static void script_reconnect(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 3);
+	srv_expect_reg(fd, gid_a, 0);
+	srv_expect_reg(fd, gid_b, 0);
+	srv_expect_reg(fd, gid_c, 0);
+	srv_expect_reg(fd, gid_remote, 3); /* EACCES: not ours */
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_UNREG, gid_c);
+	srv_answer(fd, req, 0);
+
+	/* A MAD, then the daemon dies. */
+	wait_queue(f->to_server);
+	build_inbound(in, gid_a, 256, 77);
+	srv_write(fd, in, sizeof(in));
+	srv_stop_listening(f);
+	close(fd);
+	signal_queue(f->to_client);
+
+	/* A new daemon, once the client saw the break. */
+	wait_queue(f->to_server);
+	srv_listen_again(f);
+	fd = srv_accept(f);
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 1); /* it grants less this time */
+	/* What was registered, in order; not gid_c, not gid_remote. */
+	srv_expect_reg(fd, gid_a, 0);
+	srv_expect_reg(fd, gid_b, 0);
+	/* Then the client's own requests again. */
+	srv_expect_reg(fd, gid_c, 0);
+	srv_expect_eof(fd);
+}
+
+static void test_reconnect(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux *m;
+	uint32_t t;
+	int fd, timeout;
+
+	(void)data;
+	server_start(f, script_reconnect);
+	m = open_reconnect(f, 0, 50, 200, 0);
+	fd = rdmacm_mux_get_fd(m);
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ALL);
+
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_c, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_remote, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, -EACCES);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_c, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	g_assert_cmpint(timeout, ==, -1);
+	signal_queue(f->to_server);
+
+	wait_queue(f->to_client);
+	/* The break is an event, not an error. */
+	expect_event(m, FALSE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	g_assert_cmpint(ev.error, ==, -ECONNRESET);
+	g_assert_cmpuint(ev.requests_failed, ==, 0);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+	/* The MAD that came before the break is still there. */
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
+	check_inbound(&in, gid_a, 256, 77);
+	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, -EAGAIN);
+	/* No requests while away; a timer instead of a socket to watch. */
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_c, NULL), ==, -ENOTCONN);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "reconnecting"));
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	g_assert_cmpint(timeout, >=, 0);
+	g_assert_cmpint(timeout, <=, 50);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+
+	/* Failed attempts (no socket file) go unreported... */
+	for (int i = 0; i < 3; i++) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+		g_assert_cmpint(rdmacm_mux_process(m), ==, 0);
+	}
+	if (!strstr(rdmacm_mux_last_error(m), f->path))
+		g_error("last error: %s", rdmacm_mux_last_error(m));
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+
+	/* ...until the new daemon is there. The fd alone wakes the loop. */
+	signal_queue(f->to_server);
+	expect_event(m, FALSE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpint(ev.error, ==, 0);
+	g_assert_cmpuint(ev.gids_registered, ==, 2);
+	g_assert_cmpuint(ev.gids_failed, ==, 0);
+	g_assert_cmpuint(ev.attempts, >=, 4);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+	g_assert_cmpint(rdmacm_mux_get_fd(m), ==, fd);
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ERRNO);
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	g_assert_cmpint(timeout, ==, -1);
+
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_c, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+}
+
+static void script_in_flight_fail(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE], r2[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_reg(fd, gid_a, 0);
+	/* Three requests arrive; only the first is answered. */
+	srv_expect_reg(fd, gid_b, 0);
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_UNREG, gid_a);
+	srv_read_frame(fd, r2);
+	g_assert_cmpuint(gold_get_u32(r2, GOLD_OFF_OP_CODE), ==, GOLD_OP_MAD);
+	wait_queue(f->to_server);
+	close(fd);
+
+	/* Base protocol: no HELLO; gid_a was being unregistered, so only
+	 * gid_b comes back; and the MAD is not resent. */
+	fd = srv_accept(f);
+	srv_expect_reg(fd, gid_b, 0);
+	srv_expect_eof(fd);
+}
+
+static void test_reconnect_in_flight(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_mad_addr addr;
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	uint8_t mad[64];
+	uint32_t t[3];
+
+	(void)data;
+	server_start(f, script_in_flight_fail);
+	m = open_reconnect(f, RDMACM_MUX_OPEN_BASE_PROTOCOL, 20, 100, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t[0]), ==, 0);
+	g_assert_cmpint(wait_ok(m, t[0]), ==, 0);
+
+	fill_addr(&addr);
+	fill_mad(mad, sizeof(mad));
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t[0]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_a, &t[1]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_send_mad(m, gid_a, &addr, mad, sizeof(mad), &t[2]),
+			==, 0);
+	/* The first answer arrives, the other two are in flight. */
+	PROCESS_UNTIL(m, rdmacm_mux_next_response(m, &resp) == 0);
+	g_assert_cmpuint(resp.ticket, ==, t[0]);
+	g_assert_cmpint(resp.error, ==, 0);
+	signal_queue(f->to_server);
+
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	g_assert_cmpuint(ev.requests_failed, ==, 2);
+	/* They completed with -ECONNRESET, in or out of order. */
+	g_assert_cmpint(rdmacm_mux_wait(m, t[2], 0, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, t[2]);
+	g_assert_cmpuint(resp.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpint(resp.error, ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, 0);
+	g_assert_cmpuint(resp.ticket, ==, t[1]);
+	g_assert_cmpuint(resp.op_code, ==, RDMACM_MUX_OP_CODE_UNREG);
+	g_assert_cmpint(resp.error, ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpuint(ev.gids_registered, ==, 1);
+	g_assert_cmpuint(ev.gids_failed, ==, 0);
+	g_assert_cmpuint(ev.attempts, ==, 1);
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, 0);
+	/* The re-registration is internal: no response for it. */
+	g_assert_cmpint(rdmacm_mux_next_response(m, &resp), ==, -EAGAIN);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+}
+
+typedef struct {
+	uint32_t initial_ms, max_ms, jitter;
+	int crashes; /* connections the daemon drops before it stays up */
+} BackoffCase;
+
+static const BackoffCase backoff_exact = { 20, 80, 0, 6 };
+static const BackoffCase backoff_jitter = { 40, 40, 50, 5 };
+
+static void script_crash_loop(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f), crashes;
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 3);
+	srv_expect_reg(fd, gid_a, 0);
+	crashes = GPOINTER_TO_INT(g_async_queue_pop(f->to_server));
+	f->closed_at = g_get_monotonic_time();
+	close(fd);
+
+	/* A daemon that dies right after accepting, again and again. */
+	for (int i = 0; i <= crashes; i++) {
+		fd = srv_accept(f);
+		f->accepted_at[f->n_accepted++] = g_get_monotonic_time();
+		if (i < crashes)
+			close(fd);
+	}
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 3);
+	srv_expect_reg(fd, gid_a, 0);
+	srv_expect_eof(fd);
+}
+
+static void test_reconnect_backoff(Fixture *f, gconstpointer data)
+{
+	const BackoffCase *c = data;
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	uint32_t t;
+	gint64 prev;
+
+	server_start(f, script_crash_loop);
+	m = open_reconnect(f, 0, c->initial_ms, c->max_ms, c->jitter);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_async_queue_push(f->to_server, GINT_TO_POINTER(c->crashes));
+
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	/* Each crash is a failed attempt, not a new outage. */
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpuint(ev.attempts, ==, (uint32_t)c->crashes + 1);
+	g_assert_cmpuint(ev.gids_registered, ==, 1);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+	g_assert_cmpint(f->n_accepted, ==, c->crashes + 1);
+
+	/* Attempt n comes no earlier than min(initial * 2^(n-1), max) less
+	 * the jitter after the previous failure (1 ms for clock rounding),
+	 * and the cap holds. */
+	prev = f->closed_at;
+	for (int i = 0; i < f->n_accepted; i++) {
+		uint64_t base = c->initial_ms;
+		gint64 gap_ms = (f->accepted_at[i] - prev) / 1000;
+
+		for (int k = 0; k < i && base < c->max_ms; k++)
+			base *= 2;
+		base = MIN(base, c->max_ms);
+		if (gap_ms < (gint64)(base - base * c->jitter / 100) - 1)
+			g_error("attempt %d came %" G_GINT64_FORMAT " ms after "
+				"the previous failure; the backoff is %" G_GUINT64_FORMAT
+				" ms less %u%%",
+				i + 1, gap_ms, base, c->jitter);
+		/* Without the cap the last delay would be 1280 ms. */
+		if (i == f->n_accepted - 1 && c->max_ms < 100)
+			g_assert_cmpint(gap_ms, <, 1000);
+		prev = f->accepted_at[i];
+	}
+}
+
+static void script_gid_lost(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 0);
+	srv_expect_reg(fd, gid_a, 0);
+	srv_expect_reg(fd, gid_b, 0);
+	wait_queue(f->to_server);
+	close(fd);
+
+	/* Another client took gid_a meanwhile. */
+	fd = srv_accept(f);
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 0);
+	srv_expect_reg(fd, gid_a, 3);
+	srv_expect_reg(fd, gid_b, 0);
+	wait_queue(f->to_server);
+	close(fd);
+
+	/* This one dies in the middle of the re-registration. */
+	fd = srv_accept(f);
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 0);
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid_b);
+	close(fd);
+
+	/* gid_a is forgotten for good. */
+	fd = srv_accept(f);
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 0);
+	srv_expect_reg(fd, gid_b, 2); /* EEXIST counts as registered */
+	srv_expect_eof(fd);
+}
+
+static void test_reconnect_gid_lost(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	uint32_t t;
+
+	(void)data;
+	server_start(f, script_gid_lost);
+	m = open_reconnect(f, 0, 10, 50, 10);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	signal_queue(f->to_server);
+
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_GID_LOST, &ev);
+	g_assert_cmpmem(ev.gid, 16, gid_a, 16);
+	g_assert_cmpint(ev.error, ==, -EACCES);
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpuint(ev.gids_registered, ==, 1);
+	g_assert_cmpuint(ev.gids_failed, ==, 1);
+	g_assert_cmpuint(ev.attempts, ==, 1);
+	signal_queue(f->to_server);
+
+	/* A break during the re-registration is one more attempt. */
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpuint(ev.attempts, ==, 2);
+	g_assert_cmpuint(ev.gids_registered, ==, 1);
+	g_assert_cmpuint(ev.gids_failed, ==, 0);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+}
+
+static void script_close_then_listen(Fixture *f)
+{
+	struct pollfd pfd;
+
+	close(srv_accept(f));
+	signal_queue(f->to_client);
+	/* The client had its chance to come back; it must not have. */
+	wait_queue(f->to_server);
+	pfd = (struct pollfd){ .fd = f->listen_fd, .events = POLLIN };
+	g_assert_cmpint(poll(&pfd, 1, 0), ==, 0);
+}
+
+/* Without the flag a broken connection stays broken, as in 1.0. */
+static void test_reconnect_off_by_default(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	gint64 end;
+	int timeout, r;
+
+	(void)data;
+	server_start(f, script_close_then_listen);
+	m = open_base(f);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 1, 1, 0), ==,
+			-EOPNOTSUPP);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+	wait_queue(f->to_client);
+	end = g_get_monotonic_time() + 300 * 1000;
+	while (g_get_monotonic_time() < end) {
+		struct pollfd pfd = { .fd = rdmacm_mux_get_fd(m), .events = POLLIN };
+
+		(void)poll(&pfd, 1, 50);
+		r = rdmacm_mux_process(m);
+		g_assert_cmpint(r, ==, -ECONNRESET);
+	}
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -ECONNRESET);
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	g_assert_cmpint(timeout, ==, -1);
+	signal_queue(f->to_server);
+}
+
+static void test_reconnect_args(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	int timeout, type;
+	socklen_t len = sizeof(type);
+
+	(void)data;
+	g_assert_cmpint(rdmacm_mux_next_event(NULL, &ev), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_get_timeout(NULL, &timeout), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(NULL, 1, 1, 0), ==, -EINVAL);
+
+	server_start(f, script_base);
+	m = open_reconnect(f, RDMACM_MUX_OPEN_BASE_PROTOCOL, 1, 1, 0);
+	g_assert_cmpint(rdmacm_mux_next_event(m, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, NULL), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 0, 10, 0), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 20, 10, 0), ==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 1, 3600 * 1000 + 1, 0),
+			==, -EINVAL);
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 1, 10, 101), ==, -EINVAL);
+	g_assert_nonnull(strstr(rdmacm_mux_last_error(m), "jitter"));
+	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(m, 3600 * 1000,
+							 3600 * 1000, 100),
+			==, 0);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+
+	/* The fd is an epoll set, not the socket, and asks for POLLIN only,
+	 * even with output queued. */
+	g_assert_cmpint(getsockopt(rdmacm_mux_get_fd(m), SOL_SOCKET, SO_TYPE,
+				   &type, &len),
+			==, -1);
+	g_assert_cmpint(errno, ==, ENOTSOCK);
+	g_assert_true(fcntl(rdmacm_mux_get_fd(m), F_GETFD) & FD_CLOEXEC);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, NULL), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_events(m), ==, POLLIN);
+	g_assert_cmpint(wait_ok(m, 1), ==, 0);
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	g_assert_cmpint(timeout, ==, -1);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -1335,7 +1853,18 @@ int main(int argc, char **argv)
 	ADD("inbound/overflow", test_inbound_overflow);
 	ADD("wait/timeout", test_wait_timeout);
 	ADD("wait/event-loop", test_event_loop);
+	ADD("reconnect/re-register", test_reconnect);
+	ADD("reconnect/in-flight-requests-fail", test_reconnect_in_flight);
+	ADD("reconnect/gid-lost", test_reconnect_gid_lost);
+	ADD("reconnect/off-by-default", test_reconnect_off_by_default);
+	ADD("reconnect/arguments", test_reconnect_args);
 #undef ADD
+	g_test_add("/client-lib/reconnect/backoff-exponential-capped", Fixture,
+		   &backoff_exact, fixture_setup, test_reconnect_backoff,
+		   fixture_teardown);
+	g_test_add("/client-lib/reconnect/backoff-jitter", Fixture,
+		   &backoff_jitter, fixture_setup, test_reconnect_backoff,
+		   fixture_teardown);
 
 	return g_test_run();
 }

@@ -158,18 +158,32 @@ Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
 	return d;
 }
 
-static int wait_exit(Daemon *d)
+/* The exit status (or 128 + signal), or -ETIMEDOUT. */
+static int wait_exit_for(Daemon *d, int timeout_ms)
 {
-	int status = 0;
+	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
 
-	for (int i = 0; i < 1000; i++) {
+	g_assert_cmpint(d->pid, !=, 0);
+	for (;;) {
+		int status;
+
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = 0;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		}
+		if (g_get_monotonic_time() >= end)
+			return -ETIMEDOUT;
 		g_usleep(10000);
 	}
-	g_error("rdmacm-mux did not exit");
+}
+
+static int wait_exit(Daemon *d)
+{
+	int status = wait_exit_for(d, 10000);
+
+	if (status == -ETIMEDOUT)
+		g_error("rdmacm-mux did not exit");
+	return status;
 }
 
 int daemon_stop(Daemon *d)
@@ -178,11 +192,6 @@ int daemon_stop(Daemon *d)
 		return -1;
 	kill(d->pid, SIGTERM);
 	return wait_exit(d);
-}
-
-int daemon_stop_wait(Daemon *d)
-{
-	return d->pid ? wait_exit(d) : -1;
 }
 
 void daemon_kill(Daemon *d)
@@ -486,4 +495,9 @@ int daemon_client_fd(const Daemon *d, unsigned client_id)
 	const char *p = strstr(out, needle);
 
 	return p ? atoi(p + strlen(needle)) : -1;
+}
+
+int daemon_wait_exit(Daemon *d, int timeout_ms)
+{
+	return wait_exit_for(d, timeout_ms);
 }

@@ -59,8 +59,6 @@ void fabric_cli(Fabric *f, const char *verb, const char *const *args);
 Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra);
 /* SIGTERM and wait. Return: the exit status (or 128 + signal). */
 int daemon_stop(Daemon *d);
-/* Wait for a daemon that was signalled; return as daemon_stop(). */
-int daemon_stop_wait(Daemon *d);
 /* SIGKILL and wait. */
 void daemon_kill(Daemon *d);
 /* Start the same daemon again (after a kill or stop). */
@@ -109,5 +107,9 @@ uint32_t mad_remote(const uint8_t *mad);
 uint16_t mad_attr(const uint8_t *mad);
 uint32_t mad_tid_low(const uint8_t *mad);
 void gid_parse(const char *text, uint8_t gid[16]);
+
+/* Wait up to @timeout_ms for a daemon to exit on its own (no signal).
+ * Return: its exit status (or 128 + signal), or -ETIMEDOUT. */
+int daemon_wait_exit(Daemon *d, int timeout_ms);
 
 #endif

@@ -172,7 +172,7 @@ static void test_restart_after_sigkill(Fixture *f, gconstpointer data)
 	daemon_restart(f->da);
 	a = vm_new(f->da, "::ffff:10.0.1.1", "a");
 	kill(f->da->pid, SIGINT);
-	g_assert_cmpint(daemon_stop_wait(f->da), ==, 0);
+	g_assert_cmpint(daemon_wait_exit(f->da, 10000), ==, 0);
 	g_assert_false(g_file_test(f->da->socket, G_FILE_TEST_EXISTS));
 	vm_free(a);
 }
