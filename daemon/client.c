@@ -14,8 +14,14 @@
 #include "util.h"
 
 #define FRAME_SIZE sizeof(struct rdmacm_mux_msg)
-/* Queues give memory back once they drain below this many slots. */
-#define QUEUE_KEEP_SLOTS 8u
+/*
+ * A queue that drains keeps up to this many slots (64 x 360 bytes), which
+ * covers a full batch of responses (max_pending defaults to 64), so a busy
+ * client does not pay malloc, free and the 4->8->16->32->64 regrowth copies
+ * on every batch; only a queue that grew past it (inbound MAD bursts) gives
+ * its memory back when empty.
+ */
+#define QUEUE_KEEP_SLOTS 64u
 #define WRITEV_MAX 32
 
 static void read_comm(pid_t pid, char *buf, size_t len)

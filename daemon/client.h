@@ -66,6 +66,7 @@ typedef struct Client {
 	bool hello_done;
 	bool c1_logged;
 	bool reading_paused;
+	bool dirty; /* on the relay's list of clients to flush */
 	unsigned bad_frames; /* consecutive */
 	struct rdmacm_mux_client_stats stats;
 } Client;

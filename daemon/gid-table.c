@@ -166,6 +166,14 @@ const uint8_t *gid_table_get(GidTable *t, unsigned index)
 	return t->gids[index].raw;
 }
 
+bool gid_table_matches_index8(GidTable *t, const uint8_t gid[16], uint8_t index8)
+{
+	for (unsigned k = index8; k < t->size; k += GID_TABLE_UMAD_INDEXES)
+		if (gid_equal(t->gids[k].raw, gid))
+			return true;
+	return false;
+}
+
 unsigned gid_table_size(const GidTable *t)
 {
 	return t->size;

@@ -13,6 +13,7 @@
 #define RDMACM_MUX_GID_TABLE_H
 
 #include <glib.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define GID_TABLE_RELOAD_MIN_USEC 100000u
@@ -45,6 +46,16 @@ int gid_table_find(GidTable *t, const uint8_t gid[16]);
 
 /* The GID at @index (re-reading once if empty), or NULL. */
 const uint8_t *gid_table_get(GidTable *t, unsigned index);
+
+/*
+ * The umad ABI (and the kernel's address handles) carry a GID index in 8
+ * bits, so only the first 256 entries can be named in a send, and a
+ * received index is the real one modulo 256.
+ */
+#define GID_TABLE_UMAD_INDEXES 256
+
+/* Whether @gid sits at an index whose low 8 bits are @index8. */
+bool gid_table_matches_index8(GidTable *t, const uint8_t gid[16], uint8_t index8);
 
 unsigned gid_table_size(const GidTable *t);
 /* Bumped on every reload that changed the table. */

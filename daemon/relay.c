@@ -190,9 +190,9 @@ static void relay_emit(Relay *r, RelayEvent *ev, const Client *c)
 
 static void relay_mark_dirty(Relay *r, Client *c)
 {
-	for (guint i = 0; i < r->dirty->len; i++)
-		if (g_ptr_array_index(r->dirty, i) == c)
-			return;
+	if (c->dirty)
+		return;
+	c->dirty = true;
 	g_ptr_array_add(r->dirty, c);
 }
 
@@ -234,7 +234,8 @@ static void relay_drop_client(Relay *r, Client *c, const char *why)
 	for (uint32_t i = 0; i < c->n_gids; i++)
 		g_hash_table_remove(r->gid_owners, c->gids[i].gid);
 	session_table_remove_all(r->sessions, &c->sessions);
-	g_ptr_array_remove_fast(r->dirty, c);
+	if (c->dirty)
+		g_ptr_array_remove_fast(r->dirty, c);
 	/* Removing from the table frees the client (and closes its fd). */
 	g_hash_table_remove(r->clients, GUINT_TO_POINTER(c->id));
 	relay_schedule_timer(r);
@@ -264,6 +265,7 @@ static void relay_flush_dirty(Relay *r)
 {
 	while (r->dirty->len > 0) {
 		Client *c = g_ptr_array_steal_index_fast(r->dirty, r->dirty->len - 1);
+		c->dirty = false;
 		(void)relay_flush_client(r, c);
 	}
 }
@@ -327,6 +329,7 @@ static int relay_register_gid(Relay *r, Client *c, const uint8_t gid[16])
 	Client *owner = g_hash_table_lookup(r->gid_owners, gid);
 	char text[GID_STR_LEN], pid[32], gidf[64];
 	const char *fields[] = { pid, gidf, NULL };
+	int index;
 
 	snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->cred.pid);
 	snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(gid, text));
@@ -343,7 +346,15 @@ static int relay_register_gid(Relay *r, Client *c, const uint8_t gid[16])
 	}
 	if (c->n_gids >= r->cfg.max_gids)
 		return -EDQUOT;
-	if (gid_table_find(r->port->gids, gid) < 0) {
+	index = gid_table_find(r->port->gids, gid);
+	if (index >= GID_TABLE_UMAD_INDEXES) {
+		log_structured(LOG_WARNING, fields,
+			       "client %u registered GID %s, at index %d of %s port %d: past the "
+			       "256 entries a umad send can name, so it cannot send from it",
+			       c->id, text, index, r->port->dev, r->port->port);
+		if (r->cfg.require_port_gid)
+			return -EADDRNOTAVAIL;
+	} else if (index < 0) {
 		if (r->cfg.require_port_gid)
 			return -EADDRNOTAVAIL;
 		/* QEMU registers a guest GID before libvirt adds the address
@@ -707,7 +718,9 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 			goto refused;
 		}
 		gid_index = gid_table_find(r->port->gids, t.sgid);
-		if (gid_index < 0) {
+		/* An index the umad header cannot carry would be cut to 8
+		 * bits and send from another client's GID. */
+		if (gid_index < 0 || gid_index >= GID_TABLE_UMAD_INDEXES) {
 			err = tx_fail(&t, TX_REJECT_NO_PORT_GID, -EADDRNOTAVAIL);
 			goto refused;
 		}
@@ -962,31 +975,42 @@ typedef struct RxRoute {
 } RxRoute;
 
 /* The local GID a MAD was addressed to, as far as the header tells. */
-static const uint8_t *rx_local_gid(Relay *r, const UmadBuffer *buf)
+/*
+ * The local GID a MAD was addressed to, as far as the header tells.
+ * @hint is a GID the message itself names as its destination (a REQ's
+ * RemotePortGID, a SIDR_REQ's cma_hdr address), or NULL: the kernel
+ * reports the index in 8 bits, so in a table of more than 256 entries
+ * the entry at that index may be another one with the same low bits.
+ */
+static const uint8_t *rx_local_gid(Relay *r, const UmadBuffer *buf, const uint8_t *hint)
 {
-	if (buf->hdr.addr.grh_present)
-		return gid_table_get(r->port->gids, buf->hdr.addr.gid_index);
-	return NULL;
+	GidTable *t = r->port->gids;
+	uint8_t index8 = buf->hdr.addr.gid_index;
+
+	if (!buf->hdr.addr.grh_present)
+		return NULL;
+	if (hint && gid_table_size(t) > GID_TABLE_UMAD_INDEXES &&
+	    gid_table_matches_index8(t, hint, index8))
+		return hint;
+	return gid_table_get(t, index8);
 }
 
 static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, uint64_t now,
 			 RxRoute *rt)
 {
 	const uint8_t *peer_gid = buf->hdr.addr.gid;
-	const uint8_t *local = rx_local_gid(r, buf);
 	uint8_t fallback[16];
 	bool sidr = attr == CM_ATTR_SIDR_REQ;
+	bool named = sidr ? cm_cma_dst_gid(buf->mad, len, fallback) == 0 : true;
+	const uint8_t *hint = !named ? NULL : sidr ? fallback : cm_req_remote_gid(buf->mad);
+	const uint8_t *local = rx_local_gid(r, buf, hint);
 	uint32_t peer_id = sidr ? cm_get_sidr_request_id(buf->mad) : cm_get_local_comm_id(buf->mad);
 	Client *c;
 	uint32_t h;
 
-	if (!local || !g_hash_table_contains(r->gid_owners, local)) {
-		/* Without a GRH (IB, LID routed) the message names the target. */
-		if (!sidr)
-			local = cm_req_remote_gid(buf->mad);
-		else if (cm_cma_dst_gid(buf->mad, len, fallback) == 0)
-			local = fallback;
-	}
+	/* Without a GRH (IB, LID routed) the message names the target. */
+	if (!local || !g_hash_table_contains(r->gid_owners, local))
+		local = hint;
 	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
 	rt->wire_id = peer_id;
 	if (local) {
@@ -1051,7 +1075,7 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 	} else if (attr == CM_ATTR_REJ || attr == CM_ATTR_MRA) {
 		/* REJ(Timeout) or an MRA of a REQ: the sender's own comm id,
 		 * remembered from its REQ, plus who it is. */
-		const uint8_t *local = rx_local_gid(r, buf);
+		const uint8_t *local = rx_local_gid(r, buf, NULL);
 		if (local)
 			h = session_table_lookup_peer(r->sessions, cm_get_local_comm_id(mad),
 						      local, buf->hdr.addr.gid);
