@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacm-mux: main. Owns the command line, the listening socket (socket
- * activation or our own bind), signals, systemd notification, and the one
- * sd-event loop that drives everything else.
+ * rdmacm-mux: main. Owns the command line, the listening sockets (the main
+ * one and the control socket, by socket activation or our own bind),
+ * signals, systemd notification, and the one sd-event loop that drives
+ * everything else.
  *
  * Exit status: 0 after a clean shutdown; 1 for a failure at start or at run
  * time; 2 for a bad command line; 3 when the CM class is already owned on
@@ -28,7 +29,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "control.h"
 #include "log.h"
+#include "pcap-writer.h"
 #include "relay.h"
 #include "umad-port.h"
 #include "util.h"
@@ -57,6 +60,7 @@ typedef struct Options {
 	int sidr_timeout_ms;
 	gboolean require_port_gid;
 	gboolean trace;
+	char *trace_pcap;
 	char *log_level;
 	gboolean version;
 } Options;
@@ -66,6 +70,11 @@ typedef struct Daemon {
 	char *socket_path;
 	bool socket_bound; /* we created the socket file, so we remove it */
 	int listen_fd;
+	char *control_path;
+	bool control_bound;
+	int control_fd; /* until control_new() takes it */
+	Control *control;
+	PcapWriter *pcap;
 	sd_event *event;
 	sd_event_source *listen_src;
 	sd_event_source *status_timer;
@@ -83,6 +92,7 @@ static void options_clear(Options *o)
 	g_free(o->mode);
 	g_strfreev(o->allow_uids);
 	g_strfreev(o->allow_gids);
+	g_free(o->trace_pcap);
 	g_free(o->log_level);
 }
 
@@ -122,6 +132,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Refuse REG of a GID the port does not have", NULL },
 		{ "trace", 0, 0, G_OPTION_ARG_NONE, &o->trace,
 		  "Print a line for every relayed or dropped MAD on stdout", NULL },
+		{ "trace-pcap", 0, 0, G_OPTION_ARG_FILENAME, &o->trace_pcap,
+		  "Write every relayed MAD to FILE as InfiniBand packets (pcap, for Wireshark)",
+		  "FILE" },
 		{ "log-level", 0, 0, G_OPTION_ARG_STRING, &o->log_level,
 		  "err, warning, notice, info (default) or debug", "LEVEL" },
 		{ "version", 0, 0, G_OPTION_ARG_NONE, &o->version, "Print the version and exit", NULL },
@@ -240,21 +253,12 @@ static int remove_stale_socket(const char *path)
 	return 0;
 }
 
-static int listener_bind(Daemon *d)
+/* The --mode and --group of both sockets. */
+static int socket_perms_parse(const Daemon *d, mode_t *ret_mode, gid_t *ret_gid)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = d->socket_path;
 	unsigned long mode = 0660;
 	gid_t gid = (gid_t)-1;
-	_cleanup_fd_ int fd = -1;
-	mode_t old_umask;
-	int r;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_error("socket path %s is too long (%zu bytes, the limit is %zu)", path,
-			  strlen(path), sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
 	if (d->opt.mode) {
 		char *end;
 		mode = strtoul(d->opt.mode, &end, 8);
@@ -277,7 +281,29 @@ static int listener_bind(Daemon *d)
 			return -ENOENT;
 		}
 	}
+	*ret_mode = (mode_t)mode;
+	*ret_gid = gid;
+	return 0;
+}
 
+/*
+ * Bind and listen on @path with @mode and @gid, replacing a stale socket
+ * file. Sets *@bound once the file exists, so the caller removes it even
+ * when a later step fails. Logs every failure (only it knows the step).
+ */
+static int socket_bind(const Daemon *d, const char *path, mode_t mode, gid_t gid, int *ret_fd,
+		       bool *bound)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_fd_ int fd = -1;
+	mode_t old_umask;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_error("socket path %s is too long (%zu bytes, the limit is %zu)", path,
+			  strlen(path), sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
 	r = remove_stale_socket(path);
 	if (r < 0)
 		return r;
@@ -294,50 +320,118 @@ static int listener_bind(Daemon *d)
 		log_error("cannot bind %s: %s", path, strerror(-r));
 		return r;
 	}
-	d->socket_bound = true;
+	*bound = true;
 	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
 		r = -errno;
 		log_error("cannot give %s to group %s: %s", path, d->opt.group, strerror(-r));
 		return r;
 	}
-	if (chmod(path, (mode_t)mode) < 0) {
+	if (chmod(path, mode) < 0) {
 		r = -errno;
 		log_error("cannot chmod %s: %s", path, strerror(-r));
 		return r;
 	}
-	if (listen(fd, SOMAXCONN) < 0)
-		return -errno;
-	d->listen_fd = fd_steal(&fd);
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = -errno;
+		log_error("cannot listen on %s: %s", path, strerror(-r));
+		return r;
+	}
+	*ret_fd = fd_steal(&fd);
 	return 0;
 }
 
+static int listener_bind(Daemon *d)
+{
+	mode_t mode;
+	gid_t gid;
+	int r = socket_perms_parse(d, &mode, &gid);
+
+	if (r < 0)
+		return r;
+	return socket_bind(d, d->socket_path, mode, gid, &d->listen_fd, &d->socket_bound);
+}
+
+/* The control socket is optional: without it the daemon still relays. */
+static void control_bind(Daemon *d)
+{
+	mode_t mode;
+	gid_t gid;
+
+	if (socket_perms_parse(d, &mode, &gid) < 0 ||
+	    socket_bind(d, d->control_path, mode, gid, &d->control_fd, &d->control_bound) < 0) {
+		log_warning("running without the control socket %s (rdmacm-muxctl will not work)",
+			    d->control_path);
+		if (d->control_bound && unlink(d->control_path) == 0)
+			d->control_bound = false;
+	}
+}
+
+/* Take a socket systemd passed: check it and make it non-blocking. */
+static int listener_take(int fd, const char *what)
+{
+	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+		log_error("the %s socket systemd passed is not a listening UNIX stream socket",
+			  what);
+		return -EINVAL;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Socket activation passes the main socket (named "main", or unnamed) and
+ * optionally the control socket, named "control". Without socket
+ * activation, or when no control socket was passed, we bind ourselves.
+ */
 static int listener_setup(Daemon *d)
 {
-	int n = sd_listen_fds(1);
+	g_auto(GStrv) names = NULL;
+	int n = sd_listen_fds_with_names(1, &names);
+	int r;
 
 	if (n < 0) {
 		log_error("cannot take the sockets systemd passed: %s", strerror(-n));
 		return n;
 	}
-	if (n > 1) {
-		log_error("systemd passed %d sockets; rdmacm-mux serves exactly one", n);
+	if (n > 2) {
+		log_error("systemd passed %d sockets; rdmacm-mux serves one, and a second named "
+			  "\"control\"", n);
 		return -EINVAL;
 	}
-	if (n == 1) {
-		int fd = SD_LISTEN_FDS_START;
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		bool is_control = names && names[i] && strcmp(names[i], "control") == 0;
 
-		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-			log_error("the socket systemd passed is not a listening UNIX stream socket");
+		r = listener_take(fd, is_control ? "control" : "main");
+		if (r < 0)
+			return r;
+		if (is_control && d->control_fd < 0)
+			d->control_fd = fd;
+		else if (!is_control && d->listen_fd < 0)
+			d->listen_fd = fd;
+		else {
+			log_error("systemd passed two %s sockets; name the control socket "
+				  "\"control\" (FileDescriptorName=control)",
+				  is_control ? "control" : "main");
 			return -EINVAL;
 		}
-		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
-		    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-			return -errno;
-		d->listen_fd = fd;
-		log_info("serving the socket passed by systemd");
-		return 0;
 	}
-	return listener_bind(d);
+	if (n > 0 && d->listen_fd < 0) {
+		log_error("systemd passed only a control socket; the main socket is missing");
+		return -EINVAL;
+	}
+	if (n > 0)
+		log_info("serving the socket passed by systemd");
+	else {
+		r = listener_bind(d);
+		if (r < 0)
+			return r;
+	}
+	if (d->control_fd < 0)
+		control_bind(d);
+	return 0;
 }
 
 static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -409,17 +503,27 @@ static void daemon_clear(Daemon *d)
 {
 	sd_event_source_disable_unref(d->listen_src);
 	sd_event_source_disable_unref(d->status_timer);
+	/* Both remove their event sinks: before the relay goes. */
+	control_free(d->control);
+	if (d->pcap && d->relay)
+		relay_remove_event_sink(d->relay, pcap_writer_sink, d->pcap);
+	pcap_writer_free(d->pcap);
 	relay_free(d->relay);
 	if (d->listen_fd >= 0)
 		close(d->listen_fd);
+	if (d->control_fd >= 0)
+		close(d->control_fd);
 	if (d->socket_bound)
 		(void)unlink(d->socket_path);
+	if (d->control_bound)
+		(void)unlink(d->control_path);
 	sd_event_unref(d->event);
 	if (d->allow_uids)
 		g_array_unref(d->allow_uids);
 	if (d->allow_gids)
 		g_array_unref(d->allow_gids);
 	g_free(d->socket_path);
+	g_free(d->control_path);
 	options_clear(&d->opt);
 }
 
@@ -470,9 +574,30 @@ static int run(Daemon *d)
 		log_error("cannot start the relay: %s", strerror(-r));
 		return EXIT_FAILURE;
 	}
+	if (d->opt.trace_pcap) {
+		r = pcap_writer_open(d->opt.trace_pcap, relay_port(d->relay)->lid, &d->pcap);
+		if (r < 0) {
+			log_error("cannot create %s (--trace-pcap): %s", d->opt.trace_pcap,
+				  strerror(-r));
+			return EXIT_FAILURE;
+		}
+		r = relay_add_event_sink(d->relay, pcap_writer_sink, d->pcap);
+		if (r < 0) {
+			log_error("cannot start --trace-pcap: %s", strerror(-r));
+			return EXIT_FAILURE;
+		}
+	}
 	r = listener_setup(d);
 	if (r < 0)
 		return EXIT_FAILURE;
+	if (d->control_fd >= 0) {
+		ControlConfig ccfg;
+
+		control_config_init(&ccfg, d->socket_path, d->control_path);
+		r = control_new(d->event, d->relay, fd_steal(&d->control_fd), &ccfg, &d->control);
+		if (r < 0)
+			log_warning("running without the control socket: %s", strerror(-r));
+	}
 
 	r = sd_event_add_io(d->event, &d->listen_src, d->listen_fd, EPOLLIN, on_listen, d);
 	if (r >= 0)
@@ -481,8 +606,6 @@ static int run(Daemon *d)
 		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
 	if (r >= 0)
 		r = sd_event_add_signal(d->event, NULL, SIGUSR1, on_sigusr1, d);
-	if (r >= 0)
-		r = sd_event_set_watchdog(d->event, true);
 	if (r >= 0) {
 		(void)sd_event_now(d->event, CLOCK_MONOTONIC, &now);
 		r = sd_event_add_time(d->event, &d->status_timer, CLOCK_MONOTONIC,
@@ -494,9 +617,16 @@ static int run(Daemon *d)
 	}
 
 	log_info("serving %s port %d (%s) on %s", d->opt.device, d->opt.port,
-		 port->roce ? "RoCE" : "InfiniBand", d->socket_path);
+		 port->roce ? "RoCE" : "InfiniBand",
+		 d->socket_bound ? d->socket_path : "the socket passed by systemd");
 	(void)sd_notify(0, "READY=1");
 	notify_status(d);
+	/* Enabling the watchdog pings at once: only after READY=1. */
+	r = sd_event_set_watchdog(d->event, true);
+	if (r < 0) {
+		log_error("cannot set up the watchdog: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
 
 	r = sd_event_loop(d->event);
 	(void)sd_notify(0, "STOPPING=1");
@@ -514,7 +644,7 @@ static int run(Daemon *d)
 
 int main(int argc, char **argv)
 {
-	Daemon d = { .listen_fd = -1 };
+	Daemon d = { .listen_fd = -1, .control_fd = -1 };
 	sigset_t mask;
 	int level = LOG_INFO, rc;
 
@@ -550,6 +680,7 @@ int main(int argc, char **argv)
 						  d.opt.socket_prefix ? d.opt.socket_prefix
 								      : RDMACM_MUX_SOCKET_PREFIX,
 						  d.opt.device, d.opt.port);
+	d.control_path = g_strdup_printf("%s.ctl", d.socket_path);
 
 	/* Writes to a vanished client must fail with EPIPE, never kill us. */
 	signal(SIGPIPE, SIG_IGN);

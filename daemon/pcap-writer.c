@@ -26,6 +26,7 @@ struct PcapWriter {
 	uint16_t local_lid;
 	uint32_t psn;
 	uint64_t packets;
+	off_t size; /* bytes of whole records written */
 	bool disabled;
 };
 
@@ -185,6 +186,7 @@ int pcap_writer_open(const char *path, uint16_t local_lid, PcapWriter **ret)
 	w->path = g_strdup(path);
 	w->fd = fd_steal(&fd);
 	w->local_lid = local_lid;
+	w->size = (off_t)sizeof(hdr);
 	*ret = w;
 	return 0;
 }
@@ -226,9 +228,15 @@ int pcap_writer_write(PcapWriter *w, const RelayEvent *ev)
 
 	r = write_all(w->fd, rec, sizeof(rec));
 	if (r < 0) {
+		/* Cut a partly written record off (disk full), so the file
+		 * stays readable to its end. */
+		if (ftruncate(w->fd, w->size) < 0) {
+			/* Nothing more to do; the write error is the one to report. */
+		}
 		w->disabled = true;
 		return r;
 	}
+	w->size += (off_t)sizeof(rec);
 	w->packets++;
 	return 1;
 }

@@ -14,8 +14,17 @@ packages=(
 	libclang-rt-14-dev
 	# tests: socket activation, unit linting, leak checks
 	systemd valgrind
+	# tests: JSON of the control socket (test-only), --trace-pcap decoding
+	libjson-glib-dev tshark
+	# man pages (man/*.scd)
+	scdoc
+	# benchmark plot (bench/, --plot)
+	gnuplot-nox
 	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools
 	qemu-system-x86 busybox-static cpio kmod iproute2
+	# real QEMU pvrdma test (tests/qemu): the bookworm rootfs, and the tools that
+	# build vmw_pvrdma.ko from Debian's linux-source against unpacked headers
+	mmdebstrap make xz-utils binutils libelf1 libssl3
 )
 
 missing=()

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: read-only operator access for rdmacm-muxctl.
+ *
+ * A UNIX stream socket next to the main one, "<main socket path>.ctl",
+ * with the main socket's owner, group and mode, so only root and the
+ * socket's group can use it. The daemon serves it on its own sd-event loop,
+ * every fd non-blocking and CLOEXEC.
+ *
+ * Protocol (text, one command per connection):
+ *
+ *   client -> daemon   one line: COMMAND [json] "\n"
+ *                      COMMAND is status, clients, sessions, counters,
+ *                      trace or help; "\r\n" is accepted; at most
+ *                      CONTROL_MAX_LINE bytes, printable ASCII only.
+ *   daemon -> client   the answer, then the daemon closes the connection.
+ *                      Text answers are tables; with "json", one JSON
+ *                      document followed by "\n".
+ *                      trace streams one line per MAD event (text, or one
+ *                      JSON object per line) until the client closes. Its
+ *                      first line is "# tracing DEV port N" (JSON:
+ *                      {"tracing":{...}}), written once the daemon is
+ *                      listening for events. A reader that falls behind by
+ *                      more than the output buffer loses events; the next
+ *                      line it gets says how many: "# N events lost" (JSON:
+ *                      {"lost":N}).
+ *   errors             a single line "error: MESSAGE\n", then close: an
+ *                      unknown command, a line that is too long or not
+ *                      printable, too many control connections.
+ *
+ * Limits: CONTROL_MAX_CONNECTIONS at once; the command must arrive within
+ * 5 s and a snapshot answer must be read within 30 s, or the connection is
+ * closed; a snapshot answer is cut at the output limit (what was left out
+ * is counted in the answer: "# N more ... not shown", JSON "omitted").
+ */
+#ifndef RDMACM_MUX_CONTROL_H
+#define RDMACM_MUX_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "relay.h"
+
+#define CONTROL_MAX_LINE 256
+#define CONTROL_MAX_CONNECTIONS 16
+#define CONTROL_MAX_ANSWER (8u << 20)	   /* bytes of one snapshot answer */
+#define CONTROL_MAX_TRACE_BUFFER (256u << 10) /* bytes a trace reader may lag */
+
+typedef struct ControlConfig {
+	const char *socket_path;  /* the main socket, shown by status */
+	const char *control_path; /* this socket, shown by status */
+	uint64_t started_usec;	  /* monotonic start of the daemon, for uptime */
+	uint32_t max_connections;
+	size_t max_answer;
+	size_t max_trace_buffer;
+	uint64_t command_timeout_usec;
+	uint64_t answer_timeout_usec;
+} ControlConfig;
+
+/* The defaults above, for @socket_path and @control_path. */
+void control_config_init(ControlConfig *cfg, const char *socket_path, const char *control_path);
+
+typedef struct Control Control;
+
+/**
+ * control_new() - serve the listening socket @listen_fd (taken over, also
+ * on failure) on @event, answering from @relay.
+ *
+ * @cfg's strings must outlive the Control. Must be freed before @relay.
+ * Return: 0 or a negative errno.
+ */
+int control_new(sd_event *event, Relay *relay, int listen_fd, const ControlConfig *cfg,
+		Control **ret);
+/* Close every control connection and the listener. NULL-safe. */
+void control_free(Control *c);
+
+#endif /* RDMACM_MUX_CONTROL_H */

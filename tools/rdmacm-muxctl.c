@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacm-muxctl: ask a running rdmacm-mux what it is doing.
+ *
+ * Owns the command line and the client side of the control protocol
+ * (daemon/control.h): connect to PREFIX-DEV-PORT.ctl, send one command
+ * line, copy the answer to stdout. An answer that is an "error: ..." line
+ * goes to stderr and the exit status is 1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define CTL_SUFFIX ".ctl"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rdmacm-muxctl [--socket PATH | -d DEV [-p PORT] [-s PREFIX]] COMMAND [--json]\n"
+		"\n"
+		"Commands:\n"
+		"  status     the daemon, its port and totals\n"
+		"  clients    every client: pid, uid, command, GIDs, queue, sessions, stats\n"
+		"  sessions   every CM session: comm ids (client, wire, peer), GIDs, state, timer\n"
+		"  counters   every relay counter\n"
+		"  trace      every CM MAD the daemon relays or refuses, live, until interrupted\n"
+		"\n"
+		"Options:\n"
+		"  -d, --device DEV      the daemon's RDMA device\n"
+		"  -p, --port PORT       its port (default 1)\n"
+		"  -s, --socket-prefix PREFIX\n"
+		"                        its socket prefix (default " RDMACM_MUX_SOCKET_PREFIX ")\n"
+		"      --socket PATH     the daemon's socket, or its control socket (PATH" CTL_SUFFIX ")\n"
+		"  -j, --json            JSON instead of tables (trace: one object per line)\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Without --socket or -d, the one daemon under the default prefix is used.\n"
+		"The control socket has the main socket's owner, group and mode: only root\n"
+		"and the socket's group may use it.\n");
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The one control socket under @prefix, or NULL with a message. */
+static char *find_single_daemon(const char *prefix)
+{
+	char *pattern = NULL, *path = NULL;
+	glob_t g;
+
+	if (asprintf(&pattern, "%s-*" CTL_SUFFIX, prefix) < 0)
+		return NULL;
+	if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+		fprintf(stderr, "rdmacm-muxctl: no rdmacm-mux control socket matches %s; "
+				"is the daemon running? (use -d DEV [-p PORT] or --socket PATH)\n",
+			pattern);
+	} else if (g.gl_pathc > 1) {
+		fprintf(stderr, "rdmacm-muxctl: %zu daemons are running; pick one with -d DEV "
+				"[-p PORT] or --socket PATH:\n", g.gl_pathc);
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			fprintf(stderr, "  %s\n", g.gl_pathv[i]);
+	} else {
+		path = strdup(g.gl_pathv[0]);
+	}
+	if (g.gl_pathc || path)
+		globfree(&g);
+	free(pattern);
+	return path;
+}
+
+static const char *connect_hint(int err)
+{
+	switch (err) {
+	case EACCES:
+	case EPERM:
+		return " (only root and the socket's group may use it)";
+	case ENOENT:
+		return " (is rdmacm-mux running for that device and port?)";
+	case ECONNREFUSED:
+		return " (nothing serves it: the daemon is gone and left its socket file)";
+	default:
+		return "";
+	}
+}
+
+static int ctl_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "rdmacm-muxctl: socket path %s is too long\n", path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "rdmacm-muxctl: socket: %s\n", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int err = errno;
+
+		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s%s\n", path, strerror(err),
+			connect_hint(err));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Copy the answer to stdout. Return: the exit status. */
+static int copy_answer(int fd, const char *path)
+{
+	static const char err_prefix[] = "error: ";
+	char buf[65536];
+	size_t got = 0;
+	bool is_error = false, first = true;
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			/* A reset after a complete answer is still an answer. */
+			if (errno == ECONNRESET && got > 0)
+				break;
+			fprintf(stderr, "rdmacm-muxctl: reading from %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+		if (n == 0)
+			break;
+		if (first) {
+			is_error = (size_t)n >= sizeof(err_prefix) - 1 &&
+				   memcmp(buf, err_prefix, sizeof(err_prefix) - 1) == 0;
+			first = false;
+		}
+		got += (size_t)n;
+		if (is_error) {
+			if (got == (size_t)n)
+				fputs("rdmacm-muxctl: ", stderr);
+			fwrite(buf, 1, (size_t)n, stderr);
+			continue;
+		}
+		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+			return errno == EPIPE ? 0 : 1; /* e.g. `| head` */
+	}
+	if (got == 0) {
+		fprintf(stderr, "rdmacm-muxctl: %s closed the connection without an answer\n",
+			path);
+		return 1;
+	}
+	return is_error ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "socket-prefix", required_argument, NULL, 's' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const commands[] = { "status", "clients", "sessions", "counters",
+						 "trace" };
+	const char *device = NULL, *prefix = RDMACM_MUX_SOCKET_PREFIX, *socket_opt = NULL;
+	const char *command = NULL;
+	char *path = NULL, *line = NULL;
+	bool json = false, known = false;
+	long port = 1;
+	int c, fd, rc;
+
+	while ((c = getopt_long(argc, argv, "d:p:s:jh", opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'd':
+			device = optarg;
+			break;
+		case 'p':
+			port = strtol(optarg, &end, 10);
+			if (!*optarg || *end || port < 1 || port > 255) {
+				fprintf(stderr, "rdmacm-muxctl: port must be 1..255, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 's':
+			prefix = optarg;
+			break;
+		case 'S':
+			socket_opt = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* The command, and --json after it (getopt permutes, so both work). */
+	for (int i = optind; i < argc; i++) {
+		if (command) {
+			fprintf(stderr, "rdmacm-muxctl: unexpected argument '%s'\n", argv[i]);
+			return 2;
+		}
+		command = argv[i];
+	}
+	if (!command) {
+		usage(stderr);
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		known |= strcmp(command, commands[i]) == 0;
+	if (!known) {
+		fprintf(stderr, "rdmacm-muxctl: unknown command '%s' (status, clients, sessions, "
+				"counters, trace)\n", command);
+		return 2;
+	}
+	if (socket_opt && device) {
+		fprintf(stderr, "rdmacm-muxctl: give --socket or -d, not both\n");
+		return 2;
+	}
+
+	if (socket_opt) {
+		if (asprintf(&path, has_suffix(socket_opt, CTL_SUFFIX) ? "%s" : "%s" CTL_SUFFIX,
+			     socket_opt) < 0)
+			return 1;
+	} else if (device) {
+		if (asprintf(&path, "%s-%s-%ld" CTL_SUFFIX, prefix, device, port) < 0)
+			return 1;
+	} else {
+		path = find_single_daemon(prefix);
+		if (!path)
+			return 1;
+	}
+
+	/* stdout going away (| head) ends us through EPIPE, not a signal. */
+	signal(SIGPIPE, SIG_IGN);
+	fd = ctl_connect(path);
+	if (fd < 0) {
+		free(path);
+		return 1;
+	}
+	if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0 ||
+	    write_all(fd, line, strlen(line)) < 0) {
+		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(errno));
+		rc = 1;
+	} else {
+		rc = copy_answer(fd, path);
+	}
+	close(fd);
+	free(line);
+	free(path);
+	return rc;
+}
