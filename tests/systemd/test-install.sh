@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# "meson install --destdir" of the build into a temp dir (nothing is
+# written outside it but meson's install log in the build dir), then checks
+# that every installed piece is there: the daemon, the library and its
+# headers, the .pc, the units, the modprobe.d file, the man pages (when
+# this build makes them) and the example config. Then builds a small
+# program against the installed .pc (PKG_CONFIG_SYSROOT_DIR) and runs it
+# with the installed library, and checks the installed units name the
+# installed daemon.
+#
+# Environment (set by meson): MESON BUILD_ROOT CC_CMD SANITIZE PROBE_SRC
+# MAN_PAGES (the pages this build makes, e.g. "rdmacm-mux.8 ...", or empty).
+set -euo pipefail
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dest=$tmp/dest
+
+fail() {
+	echo "not ok: $*" >&2
+	exit 1
+}
+
+"$MESON" install -C "$BUILD_ROOT" --destdir "$dest" --no-rebuild --quiet \
+	>"$tmp/install.log" 2>&1 || {
+	cat "$tmp/install.log" >&2
+	fail "meson install --destdir failed"
+}
+echo "ok: meson install --destdir $dest"
+
+# Where meson says each file goes ("meson introspect --installed"); every
+# one of them must be in the DESTDIR, and the pieces below must be among them.
+"$MESON" introspect --installed "$BUILD_ROOT" >"$tmp/installed.json"
+python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1])).values()))' \
+	"$tmp/installed.json" | sort -u >"$tmp/installed"
+while IFS= read -r f; do
+	[[ -e $dest$f ]] || fail "meson installs $f but it is not in the DESTDIR"
+done <"$tmp/installed"
+echo "ok: all $(wc -l <"$tmp/installed") files meson installs are in the DESTDIR"
+
+where() { # path-suffix, what: sets $hit to the one installed path ending in /suffix
+	hit=$(grep -E "/$1\$" "$tmp/installed" || true)
+	[[ -n $hit ]] || fail "$2 is not installed (no */$1)"
+	[[ $(wc -l <<<"$hit") == 1 ]] || fail "$2 is installed twice: $hit"
+	echo "ok: $2: $hit"
+}
+
+where 'sbin/rdmacm-mux' "the daemon"
+[[ -x $dest$hit ]] || fail "the installed daemon is not executable"
+sbindir=$(dirname "$hit")
+where 'librdmacm-mux\.so\.1\.[0-9.]*' "the library"
+libdir=$(dirname "$hit")
+for link in librdmacm-mux.so.1 librdmacm-mux.so; do
+	[[ -L $dest$libdir/$link ]] || fail "$libdir/$link is missing"
+done
+where 'rdmacm-mux/rdmacm-mux\.h' "the client header"
+includedir=$(dirname "$(dirname "$hit")")
+where 'rdmacm-mux/rdmacm-mux-proto\.h' "the wire header"
+where 'pkgconfig/rdmacm-mux\.pc' "the pkg-config file"
+pcdir=$(dirname "$hit")
+for u in rdmacm-mux.service rdmacm-mux@.service rdmacm-mux@.socket \
+	rdmacm-mux-control@.socket; do
+	where "systemd/system/${u//./\\.}" "unit $u"
+	unitdir=$(dirname "$hit")
+done
+where 'modprobe\.d/rdmacm-mux\.conf' "the modprobe.d file"
+grep -qx 'install ib_cm /bin/false' "$dest$hit" ||
+	fail "the modprobe.d file does not keep ib_cm away"
+where 'examples/rdmacm-mux\.conf' "the example config"
+for page in $MAN_PAGES; do
+	where "man[0-9]/${page//./\\.}" "man page $page"
+	[[ -s $dest$hit ]] || fail "man page $hit is empty"
+done
+
+# The installed units start the installed daemon.
+for u in rdmacm-mux.service rdmacm-mux@.service; do
+	grep -qE "[= ]$sbindir/rdmacm-mux " "$dest$unitdir/$u" ||
+		fail "$u does not run $sbindir/rdmacm-mux"
+	grep -q '@[A-Za-z_]*@' "$dest$unitdir/$u" &&
+		fail "$u has an unsubstituted @VARIABLE@"
+done
+echo "ok: the units run $sbindir/rdmacm-mux"
+
+# A program built only from what was installed.
+export PKG_CONFIG_PATH=$dest$pcdir PKG_CONFIG_LIBDIR=$dest$pcdir
+export PKG_CONFIG_SYSROOT_DIR=$dest
+cflags=$(pkg-config --cflags rdmacm-mux)
+libs=$(pkg-config --libs rdmacm-mux)
+[[ $cflags == *"$dest$includedir"* ]] || fail "pkg-config --cflags ($cflags) is not inside the install"
+[[ $libs == *"$dest$libdir"* ]] || fail "pkg-config --libs ($libs) is not inside the install"
+san=()
+[[ $SANITIZE != none && -n $SANITIZE ]] && san=("-fsanitize=$SANITIZE")
+# shellcheck disable=SC2086 # CC_CMD, cflags and libs are word lists
+$CC_CMD "${san[@]}" -std=gnu11 -Wall -Werror $cflags -o "$tmp/probe" "$PROBE_SRC" $libs ||
+	fail "cannot build a program against the installed rdmacm-mux.pc"
+echo "ok: built a program with pkg-config --cflags --libs rdmacm-mux ($libs)"
+
+out=$(LD_LIBRARY_PATH=$dest$libdir "$tmp/probe" "$tmp/no-such-socket") ||
+	fail "the program built against the installed library failed: $out"
+echo "$out" | sed 's/^/# /'
+loaded=$(sed -n 's/^loaded: //p' <<<"$out")
+[[ $loaded == "$dest$libdir/"librdmacm-mux.so* ]] ||
+	fail "the program loaded '$loaded', not the installed library"
+echo "ok: it ran against the installed library"
