@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmacm-mux-bench: what its parts share. The bench is one binary that
+ * forks its helpers: the wire process (umad sink and blaster on simB), the
+ * limit probe (a minimal relay on simA) and the client driver (in the main
+ * process). They talk through one shared anonymous mapping (Shared) and an
+ * eventfd that wakes the helpers when the main process changes their mode.
+ */
+#ifndef RDMACM_MUX_BENCH_H
+#define RDMACM_MUX_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "rdmacm-mux-proto.h"
+
+#define FRAME_SIZE sizeof(struct rdmacm_mux_msg)
+#define MAX_WIRE_IDS (1u << 21)
+#define MAX_RUNS 16
+#define BENCH_SEED 0x5eedbe4cull
+
+#define CM_ATTR_REQ 0x10
+#define CM_ATTR_REP 0x13
+#define CM_ATTR_RTU 0x14
+#define CM_ATTR_DREQ 0x15
+#define CM_ATTR_DREP 0x16
+#define MAD_OFF_LOCAL 24
+#define MAD_OFF_REMOTE 28
+#define MAD_OFF_STAMP 32 /* RTU private data: the sender's CLOCK_MONOTONIC ns */
+#define QP1_QKEY 0x80010000u
+
+/* ---- latency histogram: log-linear, 32 sub-buckets per power of two (~3%) ---- */
+#define HIST_SUB_BITS 5
+#define HIST_SUB (1u << HIST_SUB_BITS)
+#define HIST_BUCKETS (64u * HIST_SUB)
+
+typedef struct Hist {
+	uint64_t n;
+	uint64_t b[HIST_BUCKETS];
+} Hist;
+
+void hist_reset(Hist *h);
+void hist_add(Hist *h, uint64_t ns);
+/* The value (ns) at quantile @q in [0,1]; 0 for an empty histogram. */
+uint64_t hist_quantile(const Hist *h, double q);
+
+/* ---- shared between the main process and its helpers ---- */
+enum WireMode { WIRE_SINK = 0, WIRE_BLAST = 1, WIRE_EXIT = 2 };
+
+typedef struct Shared {
+	uint32_t wire_mode;    /* enum WireMode */
+	uint32_t wire_ready;   /* the wire process registered on simB */
+	uint32_t record_ids;   /* sink: keep each REQ's LocalCommID in ids[] */
+	uint32_t lat_on;       /* sink: collect RTU stamps into sink_lat */
+	uint64_t sink_count;   /* MADs the sink took off the wire */
+	uint64_t blast_sent;   /* MADs the blaster sent */
+	double blast_rate;     /* MADs/s; 0: as fast as umad_send goes */
+	uint8_t blast_dgid[16];
+	uint32_t blast_ids;    /* blast to ids[0 .. blast_ids) */
+	uint32_t probe_ready;
+	uint32_t probe_respond; /* probe: answer each request (QEMU pattern) */
+	uint64_t probe_rx_dropped;
+	Hist sink_lat;
+	uint32_t n_ids;
+	uint32_t ids[MAX_WIRE_IDS];
+} Shared;
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64*: cheap, seeded, the same sequence every run */
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* A CM MAD header: base version 1, class 0x07 v2, method Send, @attr. */
+void mad_init(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid);
+/* A REQ from @sgid to @dgid (Primary path GIDs filled in). */
+void mad_init_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
+		  const uint8_t dgid[16], uint64_t tid);
+
+/* The wire process (simB): sink and blaster. Never returns. */
+void wire_main(Shared *sh, int ctl_fd) __attribute__((noreturn));
+/* The limit probe: a minimal relay on simA serving @sock_path. Never returns. */
+void probe_main(Shared *sh, int ctl_fd, const char *sock_path) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,508 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the bench's client side: connecting and registering clients, the
+ * session set-up, and the load patterns (flood, paced, QEMU-style, read
+ * only, handshakes), all from one epoll loop with snapshots for the runs.
+ */
+#include "driver.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define SETUP_WINDOW 32
+#define HS_IDLE 0
+
+static int write_all_blocking(int fd, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	while (len > 0) {
+		ssize_t w = write(fd, b, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		b += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all_blocking(int fd, void *p, size_t len, int timeout_ms)
+{
+	uint8_t *b = p;
+
+	while (len > 0) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		r = read(fd, b, len);
+		if (r == 0)
+			return -EPIPE;
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		b += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static void set_events(Driver *d, Conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = c };
+
+	if (c->slow)
+		ev.events &= ~(uint32_t)EPOLLIN;
+	if (ev.events == c->events)
+		return;
+	c->events = ev.events;
+	epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void frame_template(Conn *c, const uint8_t dest[16])
+{
+	struct rdmacm_mux_msg *m = &c->tmpl;
+
+	memset(m, 0, sizeof(*m));
+	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m->hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
+	memcpy(m->hdr.sgid.raw, c->gid, 16);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.qkey = htonl(QP1_QKEY);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.gid_index = (uint8_t)c->gid_index; /* what the probe sends with */
+	m->umad.hdr.addr.hop_limit = 64;
+	memcpy(m->umad.hdr.addr.gid, dest, 16);
+	mad_init(m->umad.mad, CM_ATTR_RTU, 0, 0, 0);
+}
+
+int driver_connect(Driver *d, const char *sock_path, unsigned first, unsigned n, bool reg,
+		   const uint8_t (*gids)[16], const int *gid_index)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+	if (d->ep < 0)
+		d->ep = epoll_create1(EPOLL_CLOEXEC);
+	d->conns = realloc(d->conns, (d->n + n) * sizeof(*d->conns));
+	for (unsigned i = 0; i < n; i++) {
+		Conn *c = calloc(1, sizeof(*c));
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+		int e;
+
+		c->idx = d->n;
+		c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			fprintf(stderr, "bench: client %u cannot connect to %s: %s\n", i, sock_path,
+				strerror(errno));
+			if (c->fd >= 0)
+				close(c->fd);
+			free(c);
+			return -errno;
+		}
+		memcpy(c->gid, gids[first + i], 16);
+		c->gid_index = gid_index[first + i];
+		c->rng = BENCH_SEED ^ ((uint64_t)(first + i + 1) * 0x9e3779b97f4a7c15ull);
+		frame_template(c, d->sink_gid);
+		if (reg) {
+			struct rdmacm_mux_msg m = { 0 };
+
+			m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+			m.hdr.op_code = RDMACM_MUX_OP_CODE_REG;
+			memcpy(m.hdr.sgid.raw, c->gid, 16);
+			e = write_all_blocking(c->fd, &m, FRAME_SIZE);
+			if (e == 0)
+				e = read_all_blocking(c->fd, &m, FRAME_SIZE, 5000);
+			if (e < 0 || m.hdr.msg_type != RDMACM_MUX_MSG_TYPE_RESP || m.hdr.err_code != 0) {
+				fprintf(stderr, "bench: REG of client %u failed (%d, err_code %d)\n", i,
+					e, m.hdr.err_code);
+				close(c->fd);
+				free(c);
+				return e < 0 ? e : -EPROTO;
+			}
+		}
+		fcntl(c->fd, F_SETFL, O_NONBLOCK);
+		c->events = EPOLLIN;
+		epoll_ctl(d->ep, EPOLL_CTL_ADD, c->fd, &ev);
+		d->conns[d->n++] = c;
+	}
+	return 0;
+}
+
+void driver_close_all(Driver *d)
+{
+	for (unsigned i = 0; i < d->n; i++) {
+		close(d->conns[i]->fd);
+		free(d->conns[i]);
+	}
+	free(d->conns);
+	d->conns = NULL;
+	d->n = d->n_a = 0;
+	if (d->ep >= 0)
+		close(d->ep);
+	d->ep = -1;
+}
+
+/* Write what is buffered; EPOLLOUT stays on while something is left. */
+static void conn_flush(Driver *d, Conn *c, uint32_t base_events)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				d->write_errors++;
+			break;
+		}
+		c->out_off += (size_t)w;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	set_events(d, c, base_events | (c->out_len ? (uint32_t)EPOLLOUT : 0u));
+}
+
+/* Room for one more frame at the end of the output buffer? */
+static struct rdmacm_mux_msg *conn_append(Conn *c)
+{
+	struct rdmacm_mux_msg *m;
+
+	if (c->out_len + FRAME_SIZE > sizeof(c->out)) {
+		if (c->out_off == 0)
+			return NULL;
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
+	m = (struct rdmacm_mux_msg *)(void *)(c->out + c->out_len);
+	c->out_len += FRAME_SIZE;
+	return m;
+}
+
+/* An RTU on one of this client's sessions (it changes nothing once established). */
+static void put_rtu(Conn *c, struct rdmacm_mux_msg *m, uint64_t stamp)
+{
+	uint32_t id = c->n_sess ? 1u + (uint32_t)(rng_next(&c->rng) % c->n_sess) : 1u;
+
+	memcpy(m, &c->tmpl, FRAME_SIZE);
+	put_be32(m->umad.mad + MAD_OFF_LOCAL, id);
+	put_be32(m->umad.mad + 12, (uint32_t)++c->sent);
+	memcpy(m->umad.mad + MAD_OFF_STAMP, &stamp, sizeof(stamp));
+}
+
+static void send_hs(Driver *d, Conn *c, uint16_t attr, uint32_t local, uint32_t remote,
+		    const uint8_t dest[16])
+{
+	struct rdmacm_mux_msg *m = conn_append(c);
+
+	if (!m) {
+		d->write_errors++;
+		return;
+	}
+	memcpy(m, &c->tmpl, FRAME_SIZE);
+	memcpy(m->umad.hdr.addr.gid, dest, 16);
+	if (attr == CM_ATTR_REQ)
+		mad_init_req(m->umad.mad, local, c->gid, dest, ++c->sent);
+	else
+		mad_init(m->umad.mad, attr, local, remote, ++c->sent);
+	conn_flush(d, c, EPOLLIN);
+}
+
+static uint32_t next_comm_id(Conn *c)
+{
+	if (++c->hs_local == 0)
+		c->hs_local = 1;
+	return c->hs_local;
+}
+
+static void hs_start(Driver *d, Conn *a)
+{
+	Conn *b = d->conns[d->n_a + a->idx];
+
+	send_hs(d, a, CM_ATTR_REQ, next_comm_id(a), 0, b->gid);
+}
+
+static void hs_inbound(Driver *d, Conn *c, const struct rdmacm_mux_msg *m)
+{
+	const uint8_t *mad = m->umad.mad;
+	uint16_t attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	bool side_a = c->idx < d->n_a;
+
+	if (!side_a && attr == CM_ATTR_REQ) {
+		c->hs_peer_wire = get_be32(mad + MAD_OFF_LOCAL);
+		memcpy(c->hs_peer_gid, m->umad.hdr.addr.gid, 16);
+		send_hs(d, c, CM_ATTR_REP, next_comm_id(c), c->hs_peer_wire, c->hs_peer_gid);
+	} else if (side_a && attr == CM_ATTR_REP) {
+		c->hs_peer_wire = get_be32(mad + MAD_OFF_LOCAL);
+		send_hs(d, c, CM_ATTR_RTU, c->hs_local, c->hs_peer_wire,
+			d->conns[d->n_a + c->idx]->gid);
+	} else if (!side_a && attr == CM_ATTR_RTU) {
+		Conn *a = d->conns[c->idx - d->n_a];
+
+		send_hs(d, a, CM_ATTR_DREQ, a->hs_local, a->hs_peer_wire, c->gid);
+	} else if (!side_a && attr == CM_ATTR_DREQ) {
+		send_hs(d, c, CM_ATTR_DREP, c->hs_local, c->hs_peer_wire, c->hs_peer_gid);
+	} else if (side_a && attr == CM_ATTR_DREP) {
+		d->cycles++;
+		hs_start(d, c);
+	}
+}
+
+static void send_qemu(Driver *d, Conn *c)
+{
+	struct rdmacm_mux_msg *m = conn_append(c);
+
+	if (!m)
+		return;
+	put_rtu(c, m, 0);
+	c->busy = true;
+	conn_flush(d, c, EPOLLIN);
+}
+
+static void conn_read(Driver *d, Conn *c, DriveMode mode)
+{
+	for (;;) {
+		ssize_t r = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
+		size_t off = 0;
+		uint64_t now = 0;
+
+		if (r <= 0) {
+			if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+				d->write_errors++;
+				set_events(d, c, 0);
+			}
+			return;
+		}
+		c->in_len += (size_t)r;
+		while (c->in_len - off >= FRAME_SIZE) {
+			const struct rdmacm_mux_msg *m =
+				(const struct rdmacm_mux_msg *)(const void *)(c->in + off);
+
+			off += FRAME_SIZE;
+			if (m->hdr.msg_type == RDMACM_MUX_MSG_TYPE_RESP) {
+				if (m->hdr.err_code == 0)
+					c->resp_ok++;
+				else
+					c->resp_err++;
+				if (mode == DRIVE_QEMU && c->busy) {
+					c->busy = false;
+					send_qemu(d, c);
+				}
+				continue;
+			}
+			c->inbound++;
+			if (mode == DRIVE_HANDSHAKE) {
+				hs_inbound(d, c, m);
+			} else if (d->lat_on) {
+				uint64_t stamp;
+
+				memcpy(&stamp, m->umad.mad + MAD_OFF_STAMP, sizeof(stamp));
+				if (!now)
+					now = now_ns();
+				if (stamp && stamp <= now)
+					hist_add(d->lat, now - stamp);
+			}
+		}
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+		if ((size_t)r < sizeof(c->in) - c->in_len)
+			return;
+	}
+}
+
+int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
+{
+	uint64_t deadline = now_ns() + 300ull * 1000000000ull;
+	unsigned done = 0;
+
+	*errors = 0;
+	for (unsigned i = 0; i < d->n; i++) {
+		Conn *c = d->conns[i];
+
+		c->n_sess = total / d->n + (i < total % d->n ? 1 : 0);
+		c->sent = c->resp_ok = c->resp_err = 0;
+		if (c->n_sess == 0)
+			done++;
+		set_events(d, c, EPOLLIN | EPOLLOUT);
+	}
+	while (done < d->n) {
+		struct epoll_event evs[256];
+		int n = epoll_wait(d->ep, evs, 256, 1000);
+
+		if (now_ns() > deadline) {
+			fprintf(stderr, "bench: session set-up timed out\n");
+			return -ETIMEDOUT;
+		}
+		for (int k = 0; k < n; k++) {
+			Conn *c = evs[k].data.ptr;
+			uint64_t before = c->resp_ok + c->resp_err;
+
+			if (evs[k].events & EPOLLIN)
+				conn_read(d, c, DRIVE_RX);
+			if (c->resp_ok + c->resp_err >= c->n_sess && before < c->n_sess)
+				done++;
+			while (c->sent < c->n_sess && c->sent - (c->resp_ok + c->resp_err) < SETUP_WINDOW) {
+				struct rdmacm_mux_msg *m = conn_append(c);
+
+				if (!m)
+					break;
+				memcpy(m, &c->tmpl, FRAME_SIZE);
+				c->sent++;
+				mad_init_req(m->umad.mad, (uint32_t)c->sent, c->gid, d->sink_gid, c->sent);
+			}
+			conn_flush(d, c, c->sent < c->n_sess ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+		}
+	}
+	for (unsigned i = 0; i < d->n; i++) {
+		*errors += d->conns[i]->resp_err;
+		set_events(d, d->conns[i], EPOLLIN);
+	}
+	return 0;
+}
+
+static void snap(Driver *d, Snap *s)
+{
+	s->t = now_ns();
+	s->sink = __atomic_load_n(&d->sh->sink_count, __ATOMIC_RELAXED);
+	s->inbound = s->resp_ok = 0;
+	for (unsigned i = 0; i < d->n; i++) {
+		if (!d->conns[i]->slow)
+			s->inbound += d->conns[i]->inbound;
+		s->resp_ok += d->conns[i]->resp_ok;
+	}
+	s->cycles = d->cycles;
+}
+
+/* Read until nothing arrives for @quiet_ms: the next run starts clean. */
+static void drain(Driver *d, unsigned quiet_ms)
+{
+	for (unsigned i = 0; i < d->n; i++) {
+		d->conns[i]->out_len = d->conns[i]->out_off = 0;
+		set_events(d, d->conns[i], EPOLLIN);
+	}
+	for (;;) {
+		struct epoll_event evs[256];
+		int n = epoll_wait(d->ep, evs, 256, (int)quiet_ms);
+
+		if (n <= 0)
+			break;
+		for (int k = 0; k < n; k++)
+			conn_read(d, evs[k].data.ptr, DRIVE_RX);
+	}
+	for (unsigned i = 0; i < d->n; i++)
+		d->conns[i]->busy = false;
+}
+
+int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
+{
+	uint64_t start = now_ns(), period = 0, next_send = 0;
+	uint64_t t0 = start + (uint64_t)spec->warm_ms * 1000000ull;
+	uint64_t step = (uint64_t)spec->run_ms * 1000000ull;
+	uint64_t err0 = 0;
+	unsigned rr = 0;
+
+	memset(out, 0, sizeof(*out));
+	d->lat = &out->lat;
+	d->lat_on = false;
+	d->write_errors = 0;
+	d->cycles = 0;
+	for (unsigned i = 0; i < d->n; i++) {
+		Conn *c = d->conns[i];
+
+		err0 += c->resp_err;
+		c->busy = false;
+		c->hs_state = HS_IDLE;
+		set_events(d, c, spec->mode == DRIVE_TX ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+	}
+	if (spec->mode == DRIVE_QEMU)
+		for (unsigned i = 0; i < d->n; i++)
+			send_qemu(d, d->conns[i]);
+	if (spec->mode == DRIVE_HANDSHAKE)
+		for (unsigned i = 0; i < d->n_a; i++)
+			hs_start(d, d->conns[i]);
+	if (spec->mode == DRIVE_TX_PACED) {
+		period = (uint64_t)(1e9 / spec->rate);
+		next_send = start;
+	}
+
+	while (out->nsnap <= spec->runs) {
+		struct epoll_event evs[256];
+		uint64_t now = now_ns(), boundary = t0 + step * out->nsnap, wake = boundary;
+		struct timespec ts;
+		int n;
+
+		if (now >= boundary) {
+			snap(d, &out->snaps[out->nsnap++]);
+			if (out->nsnap == 1) {
+				/* warm-up over: latency counts from here */
+				hist_reset(&out->lat);
+				__atomic_store_n(&d->sh->lat_on, 0, __ATOMIC_RELAXED);
+				hist_reset(&d->sh->sink_lat);
+				__atomic_store_n(&d->sh->lat_on, spec->latency ? 1u : 0u,
+						 __ATOMIC_RELAXED);
+				d->lat_on = spec->latency;
+			}
+			continue;
+		}
+		if (period) {
+			while (next_send <= now) {
+				Conn *c = d->conns[rr++ % d->n];
+				struct rdmacm_mux_msg *m = c->slow ? NULL : conn_append(c);
+
+				next_send += period;
+				if (!m)
+					continue;
+				put_rtu(c, m, now_ns());
+				conn_flush(d, c, EPOLLIN);
+			}
+			if (next_send < wake)
+				wake = next_send;
+		}
+		ts.tv_sec = (time_t)((wake - now) / 1000000000ull);
+		ts.tv_nsec = (long)((wake - now) % 1000000000ull);
+		n = epoll_pwait2(d->ep, evs, 256, &ts, NULL);
+		for (int k = 0; k < n; k++) {
+			Conn *c = evs[k].data.ptr;
+
+			if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				conn_read(d, c, spec->mode);
+			if (evs[k].events & EPOLLOUT) {
+				if (spec->mode == DRIVE_TX && c->out_len == 0) {
+					for (unsigned f = 0; f < CONN_OUT_FRAMES; f++)
+						put_rtu(c, conn_append(c), 0);
+				}
+				conn_flush(d, c,
+					   spec->mode == DRIVE_TX ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+			}
+		}
+	}
+	d->lat_on = false;
+	__atomic_store_n(&d->sh->lat_on, 0, __ATOMIC_RELAXED);
+	/* The blaster polls its mode on every send: stop it before draining. */
+	__atomic_store_n(&d->sh->wire_mode, WIRE_SINK, __ATOMIC_RELEASE);
+	drain(d, 100);
+	for (unsigned i = 0; i < d->n; i++)
+		out->resp_err += d->conns[i]->resp_err;
+	out->resp_err -= err0;
+	out->write_errors = d->write_errors;
+	d->lat = NULL;
+	return 0;
+}

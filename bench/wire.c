@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the bench's two umad helpers, both run under the simulated fabric:
+ *
+ *  - the wire process on simB: a sink that counts what the relay under
+ *    test sends (and keeps the wire ids of REQs, and the latency of stamped
+ *    RTUs), and a blaster that sends RTUs to live sessions for the RX rows;
+ *  - the limit probe on simA: the least a relay must do, to compare with.
+ *    It reads 360-byte frames from its clients and does one umad_send (one
+ *    write into the peer's packet FIFO) per MAD; for the QEMU pattern it
+ *    also writes the response. Inbound MADs become one frame each, written
+ *    with one write() to client (RemoteCommID mod clients). No validation,
+ *    no sessions, no comm id rewrite, no queues.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <infiniband/umad.h>
+
+#include "bench.h"
+
+#define PROBE_MAX_CLIENTS 4096
+#define PROBE_IN_FRAMES 16 /* as the daemon: CLIENT_INPUT_FRAMES */
+
+static int open_cm(const char *ca, int *agent)
+{
+	long mask[16 / sizeof(long)] = { 0 };
+	int fd;
+
+	mask[0] = 1L << 3; /* Send */
+	fd = umad_open_port(ca, 1);
+	if (fd < 0) {
+		fprintf(stderr, "bench: cannot open %s port 1 (is libumad-sim preloaded?)\n", ca);
+		_exit(1);
+	}
+	*agent = umad_register(fd, 0x07, 2, 0, mask);
+	if (*agent < 0) {
+		fprintf(stderr, "bench: cannot register the CM class on %s\n", ca);
+		_exit(1);
+	}
+	return fd;
+}
+
+static void drain_ctl(int ctl_fd)
+{
+	uint64_t v;
+
+	while (read(ctl_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		;
+}
+
+static void sink_one(Shared *sh, const uint8_t *mad, uint64_t now)
+{
+	uint16_t attr = (uint16_t)(mad[16] << 8 | mad[17]);
+
+	if (attr == CM_ATTR_REQ && __atomic_load_n(&sh->record_ids, __ATOMIC_RELAXED)) {
+		uint32_t n = sh->n_ids;
+
+		if (n < MAX_WIRE_IDS) {
+			sh->ids[n] = get_be32(mad + MAD_OFF_LOCAL);
+			__atomic_store_n(&sh->n_ids, n + 1, __ATOMIC_RELEASE);
+		}
+	} else if (attr == CM_ATTR_RTU && __atomic_load_n(&sh->lat_on, __ATOMIC_RELAXED)) {
+		uint64_t stamp;
+
+		memcpy(&stamp, mad + MAD_OFF_STAMP, sizeof(stamp));
+		if (stamp && stamp <= now)
+			hist_add(&sh->sink_lat, now - stamp);
+	}
+	__atomic_store_n(&sh->sink_count, sh->sink_count + 1, __ATOMIC_RELAXED);
+}
+
+static void blast(Shared *sh, int fd, int agent, void *umad)
+{
+	uint8_t *mad = umad_get_mad(umad);
+	ib_mad_addr_t *a = umad_get_mad_addr(umad);
+	uint64_t rng = BENCH_SEED, next = now_ns(), tid = 1;
+	double rate = sh->blast_rate;
+	uint64_t period = rate > 0 ? (uint64_t)(1e9 / rate) : 0;
+	uint32_t n = sh->blast_ids;
+
+	mad_init(mad, CM_ATTR_RTU, 0x1234, 0, 0);
+	umad_set_addr(umad, 0, 1, 0, (int)QP1_QKEY);
+	a->grh_present = 1;
+	a->gid_index = 1; /* simB's ::ffff:10.0.2.1 */
+	a->hop_limit = 64;
+	memcpy(a->gid, sh->blast_dgid, 16);
+	while (__atomic_load_n(&sh->wire_mode, __ATOMIC_ACQUIRE) == WIRE_BLAST && n > 0) {
+		for (int k = 0; k < 64; k++) {
+			uint64_t stamp;
+
+			put_be32(mad + MAD_OFF_REMOTE, sh->ids[rng_next(&rng) % n]);
+			put_be32(mad + 12, (uint32_t)tid++);
+			if (period) {
+				next += period;
+				stamp = now_ns();
+				if (next > stamp + 20000) {
+					struct timespec ts = { (time_t)(next / 1000000000ull),
+							       (long)(next % 1000000000ull) };
+					clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+				} else if (stamp > next + 100000000ull) {
+					next = stamp; /* far behind: do not burst to catch up */
+				}
+			}
+			stamp = now_ns();
+			memcpy(mad + MAD_OFF_STAMP, &stamp, sizeof(stamp));
+			(void)umad_send(fd, agent, umad, 256, 0, 0);
+			__atomic_store_n(&sh->blast_sent, sh->blast_sent + 1, __ATOMIC_RELAXED);
+			if (period)
+				break;
+		}
+	}
+}
+
+void wire_main(Shared *sh, int ctl_fd)
+{
+	int agent, fd = open_cm("simB", &agent);
+	void *umad = calloc(1, umad_size() + 256);
+
+	__atomic_store_n(&sh->wire_ready, 1, __ATOMIC_RELEASE);
+	for (;;) {
+		struct pollfd p[2] = { { ctl_fd, POLLIN, 0 }, { fd, POLLIN, 0 } };
+		uint32_t mode = __atomic_load_n(&sh->wire_mode, __ATOMIC_ACQUIRE);
+
+		if (mode == WIRE_EXIT)
+			break;
+		if (mode == WIRE_BLAST) {
+			blast(sh, fd, agent, umad);
+			continue;
+		}
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			drain_ctl(ctl_fd);
+		for (;;) {
+			int len = 256;
+
+			if (umad_recv(fd, umad, &len, 0) < 0)
+				break;
+			sink_one(sh, umad_get_mad(umad), now_ns());
+		}
+	}
+	umad_close_port(fd);
+	_exit(0);
+}
+
+/* ---- the limit probe ---- */
+
+typedef struct ProbeClient {
+	int fd;
+	size_t in_len;
+	uint8_t in[PROBE_IN_FRAMES * FRAME_SIZE];
+} ProbeClient;
+
+static void probe_client_io(Shared *sh, ProbeClient *c, int fd, int agent, void *umad, int ep)
+{
+	ssize_t n = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
+	size_t off = 0;
+
+	if (n <= 0) {
+		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+			epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+			close(c->fd);
+			c->fd = -1;
+		}
+		return;
+	}
+	c->in_len += (size_t)n;
+	while (c->in_len - off >= FRAME_SIZE) {
+		struct rdmacm_mux_msg *m = (struct rdmacm_mux_msg *)(void *)(c->in + off);
+		int len = m->umad_len;
+
+		if (m->hdr.op_code == RDMACM_MUX_OP_CODE_MAD && len >= 24 && len <= 256) {
+			memcpy(umad, &m->umad.hdr, 64);
+			memcpy(umad_get_mad(umad), m->umad.mad, (size_t)len);
+			(void)umad_send(fd, agent, umad, len, 0, 0);
+		}
+		if (__atomic_load_n(&sh->probe_respond, __ATOMIC_RELAXED) ||
+		    m->hdr.op_code != RDMACM_MUX_OP_CODE_MAD) {
+			m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
+			m->hdr.err_code = 0;
+			if (write(c->fd, m, FRAME_SIZE) != (ssize_t)FRAME_SIZE)
+				__atomic_fetch_add(&sh->probe_rx_dropped, 1, __ATOMIC_RELAXED);
+		}
+		off += FRAME_SIZE;
+	}
+	memmove(c->in, c->in + off, c->in_len - off);
+	c->in_len -= off;
+}
+
+void probe_main(Shared *sh, int ctl_fd, const char *sock_path)
+{
+	static ProbeClient clients[PROBE_MAX_CLIENTS];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int agent, fd = open_cm("simA", &agent);
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	void *umad = calloc(1, umad_size() + 256);
+	void *rx = calloc(1, umad_size() + 256);
+	unsigned nclients = 0;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	(void)ctl_fd;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+	unlink(sock_path);
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 4096) < 0) {
+		perror("bench: probe socket");
+		_exit(1);
+	}
+	ev.data.u32 = UINT32_MAX;
+	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+	ev.data.u32 = UINT32_MAX - 1;
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	__atomic_store_n(&sh->probe_ready, 1, __ATOMIC_RELEASE);
+	for (;;) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(ep, evs, 64, -1);
+
+		for (int i = 0; i < n; i++) {
+			uint32_t id = evs[i].data.u32;
+
+			if (id == UINT32_MAX) {
+				int cfd;
+
+				while ((cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+					if (nclients == PROBE_MAX_CLIENTS) {
+						close(cfd);
+						continue;
+					}
+					clients[nclients] = (ProbeClient){ .fd = cfd };
+					ev.data.u32 = nclients++;
+					epoll_ctl(ep, EPOLL_CTL_ADD, cfd, &ev);
+				}
+			} else if (id == UINT32_MAX - 1) {
+				for (int k = 0; k < 256; k++) {
+					struct rdmacm_mux_msg m;
+					int len = 256;
+					ProbeClient *c;
+
+					if (umad_recv(fd, rx, &len, 0) < 0 || nclients == 0)
+						break;
+					memset(&m, 0, sizeof(m));
+					m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+					m.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
+					m.umad_len = len;
+					memcpy(&m.umad.hdr, rx, 64);
+					memcpy(m.umad.mad, umad_get_mad(rx), (size_t)len);
+					c = &clients[get_be32(m.umad.mad + MAD_OFF_REMOTE) % nclients];
+					if (c->fd < 0 || write(c->fd, &m, FRAME_SIZE) != (ssize_t)FRAME_SIZE)
+						__atomic_fetch_add(&sh->probe_rx_dropped, 1,
+								   __ATOMIC_RELAXED);
+				}
+			} else if (id < nclients && clients[id].fd >= 0) {
+				probe_client_io(sh, &clients[id], fd, agent, umad, ep);
+			}
+		}
+	}
+}
