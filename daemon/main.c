@@ -267,7 +267,9 @@ static int socket_perms_parse(const Daemon *d, mode_t *ret_mode, gid_t *ret_gid)
 			return -EINVAL;
 		}
 	}
-	if (d->opt.group) {
+	/* An empty --group (an unset RDMACM_MUX_GROUP= in the config) means
+	 * "keep the default group". */
+	if (d->opt.group && *d->opt.group) {
 		struct group *g = getgrnam(d->opt.group);
 		char *end;
 		unsigned long v = strtoul(d->opt.group, &end, 10);
