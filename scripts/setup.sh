@@ -22,9 +22,12 @@ packages=(
 	gnuplot-nox
 	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools
 	qemu-system-x86 busybox-static cpio kmod iproute2
-	# real QEMU pvrdma test (tests/qemu): the bookworm rootfs, and the tools that
-	# build vmw_pvrdma.ko from Debian's linux-source against unpacked headers
-	mmdebstrap make xz-utils binutils libelf1 libssl3
+	# the bookworm rootfs of the real QEMU pvrdma test (tests/qemu) and of the
+	# systemd VM test (tests/vm-systemd), and the kernel's xz payload
+	mmdebstrap xz-utils
+	# tests/qemu: the tools that build vmw_pvrdma.ko from Debian's linux-source
+	# against unpacked headers
+	make binutils libelf1 libssl3
 )
 
 missing=()

@@ -1,0 +1,527 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Real QEMU pvrdma through rdmacm-mux (tests/qemu, meson suite 'qemu').
+#
+# Boots an outer VM (Debian's kernel + a bookworm rootfs made by mmdebstrap,
+# TCG) with soft-RoCE rxe0/rxe1 on a veth pair, rdmacm-mux on each, a CM
+# responder (cm-responder) behind the rxe1 daemon, and an unmodified QEMU 7.2
+# whose pvrdma device uses the rxe0 daemon as its mad-chardev. The inner
+# guest (Debian's kernel, vmw_pvrdma.ko built here from linux-source) runs
+# udaddy (SIDR) and rdma_client (RC connect) against the responder. The
+# verdict comes from the serial console (outer-init, inner-init).
+#
+# Everything foreign (kernel, headers, kernel source, rootfs packages) comes
+# from Debian's packages through apt and is cached outside the tree:
+#   ${RDMACM_MUX_QEMU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/qemu}
+#
+# Exit status: 0 pass, 1 fail, 77 skipped (qemu, the kernel or its source
+# cannot be had), 2 usage.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../vm/vm-host-lib.sh
+. "$here/../vm/vm-host-lib.sh"
+
+usage() {
+	cat <<EOF
+usage: $0 --build-dir DIR [--timeout SECS] [--log-dir DIR] [-v] [--prepare-only]
+  --build-dir DIR   meson build dir with daemon/rdmacm-mux and tests/qemu/cm-responder
+  --timeout SECS    host limit for the outer VM (default 700)
+  --log-dir DIR     where the serial log goes (default DIR/tests/qemu/logs)
+  -v, --verbose     show the serial console while it runs
+  --prepare-only    fetch and build the cached parts, then stop
+Cache: \${RDMACM_MUX_QEMU_CACHE:-\${XDG_CACHE_HOME:-\$HOME/.cache}/rdmacm-mux/qemu}
+EOF
+}
+
+build_dir='' host_timeout=700 log_dir='' verbose=0 prepare_only=0
+while (($#)); do
+	case $1 in
+	--build-dir) build_dir=${2:?}; shift 2 ;;
+	--timeout) host_timeout=${2:?}; shift 2 ;;
+	--log-dir) log_dir=${2:?}; shift 2 ;;
+	-v | --verbose) verbose=1; shift ;;
+	--prepare-only) prepare_only=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "qemu: unknown argument $1" >&2; usage >&2; exit 2 ;;
+	esac
+done
+[[ -n $build_dir ]] || { usage >&2; exit 2; }
+build_dir=$(cd "$build_dir" && pwd)
+log_dir=${log_dir:-$build_dir/tests/qemu/logs}
+cache=${RDMACM_MUX_QEMU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/qemu}
+
+t_start=$SECONDS
+say() { echo "qemu: $*"; }
+skip() {
+	echo "qemu: SKIP: $*"
+	exit 77
+}
+die() {
+	echo "qemu: FAIL: $*" >&2
+	exit 1
+}
+
+# --- 1. Host checks ------------------------------------------------------------
+command -v qemu-system-x86_64 >/dev/null ||
+	skip "qemu-system-x86_64 is not installed (scripts/setup.sh installs it)"
+if ! qerr=$(timeout 30 qemu-system-x86_64 -accel tcg -machine none \
+	-nodefaults -display none -monitor stdio -S <<<quit 2>&1); then
+	skip "qemu-system-x86_64 cannot start: ${qerr:-no output}"
+fi
+for tool in mmdebstrap apt-get apt-cache dpkg-deb busybox cpio depmod modinfo \
+	gzip xz make gcc readelf strip flock sha256sum; do
+	command -v "$tool" >/dev/null ||
+		die "host tool '$tool' is missing (run scripts/setup.sh)"
+done
+ldd "$(command -v busybox)" >/dev/null 2>&1 &&
+	die "busybox is not static (install busybox-static: scripts/setup.sh)"
+daemon=$build_dir/daemon/rdmacm-mux
+responder=$build_dir/tests/qemu/cm-responder
+if ((!prepare_only)); then
+	for p in "$daemon" "$responder"; do
+		[[ -x $p ]] || die "$p is not built"
+	done
+fi
+
+mkdir -p "$cache" "$log_dir"
+exec {lockfd}>"$cache/.lock"
+flock "$lockfd"
+
+# apt-get download into DIR (apt's sandbox user must be able to write there).
+apt_download() {
+	local dir=$1
+	shift
+	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$dir"; fi
+	(cd "$dir" && apt-get download -q "$@") >"$cache/apt-download.log" 2>&1
+}
+
+# --- 2. Kernel, headers, kernel source and vmw_pvrdma.ko (cached per version) ---
+# Debian's kernel has no vmw_pvrdma (CONFIG_INFINIBAND_VMWARE_PVRDMA unset), so
+# the driver is built from the linux-source package of the same version,
+# against the unpacked linux-headers of the kernel the guests boot.
+kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
+}
+
+prepare_kernel() {
+	local kpkg kver_pkg dir tmp k series hpkgs
+	kpkg=$(kernel_pkg)
+	if [[ -z $kpkg ]] && ((EUID == 0)); then
+		say "apt-cache cannot resolve linux-image-amd64; running apt-get update"
+		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
+		kpkg=$(kernel_pkg)
+	fi
+	if [[ -z $kpkg ]]; then
+		dir=$(find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
+			-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
+		[[ -n $dir ]] ||
+			skip "cannot resolve the kernel package behind linux-image-amd64 (apt lists missing?)"
+		say "using cached kernel $dir (apt cannot resolve linux-image-amd64)"
+		kdir=$dir
+		return
+	fi
+	kver_pkg=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null |
+		awk '/^Version:/ { print $2; exit }' || true)
+	[[ -n $kver_pkg ]] || skip "apt-cache shows no version of $kpkg"
+	dir=$cache/kernel-${kpkg}_${kver_pkg//:/%}
+	kdir=$dir
+	[[ -f $dir/.complete ]] && return
+
+	k=${kpkg#linux-image-}
+	series=$(cut -d. -f1,2 <<<"$kver_pkg")
+	say "fetching $kpkg, its headers and linux-source-$series $kver_pkg (once; cached in $dir)"
+	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+	mkdir -p "$tmp/dl"
+	hpkgs=("linux-headers-$k=$kver_pkg" "linux-headers-${k%-*}-common=$kver_pkg"
+		"linux-kbuild-$series=$kver_pkg")
+	if ! apt_download "$tmp/dl" "$kpkg=$kver_pkg" "${hpkgs[@]}"; then
+		rm -rf "$tmp"
+		skip "cannot download $kpkg and its headers: $(tail -n 3 "$cache/apt-download.log")"
+	fi
+	if ! apt_download "$tmp/dl" "linux-source-$series=$kver_pkg"; then
+		rm -rf "$tmp"
+		skip "cannot download linux-source-$series $kver_pkg: $(tail -n 3 "$cache/apt-download.log")"
+	fi
+	mkdir -p "$tmp/root" "$tmp/kbuild" "$tmp/src"
+	dpkg-deb -x "$tmp"/dl/linux-image-*.deb "$tmp/root"
+	depmod -b "$tmp/root" "$k"
+	for d in "$tmp"/dl/linux-headers-*.deb "$tmp"/dl/linux-kbuild-*.deb; do
+		dpkg-deb -x "$d" "$tmp/kbuild"
+	done
+	# The arch headers include the common ones by absolute path.
+	sed -i "s|^include /usr/src/|include $tmp/kbuild/usr/src/|" \
+		"$tmp/kbuild/usr/src/linux-headers-$k/Makefile"
+	# Only the driver's directory is taken from the 140 MB source tarball.
+	dpkg-deb --fsys-tarfile "$tmp"/dl/linux-source-*.deb |
+		tar -xO "./usr/src/linux-source-$series.tar.xz" | xz -dc |
+		tar -x -C "$tmp/src" --wildcards "linux-source-$series/drivers/infiniband/hw/vmw_pvrdma/*"
+	cp -r "$tmp/src/linux-source-$series/drivers/infiniband/hw/vmw_pvrdma" "$tmp/kmod"
+	if ! make -C "$tmp/kbuild/usr/src/linux-headers-$k" M="$tmp/kmod" \
+		CONFIG_INFINIBAND_VMWARE_PVRDMA=m modules >"$tmp/kmod.log" 2>&1; then
+		cat "$tmp/kmod.log" >&2
+		rm -rf "$tmp"
+		die "building vmw_pvrdma.ko failed (log above)"
+	fi
+	# Without its 5 MB of debug info: the nested guest reads it slowly.
+	strip --strip-debug -o "$tmp/root/vmw_pvrdma.ko" "$tmp/kmod/vmw_pvrdma.ko"
+	touch "$tmp/root/.complete"
+	rm -rf "$dir"
+	mv "$tmp/root" "$dir"
+	rm -rf "$tmp"
+	# A newer kernel replaces the older ones and what was built for them.
+	find "$cache" -mindepth 1 -maxdepth 1 \( -name 'kernel-*' -o -name 'inner-*.cpio*' \
+		-o -name 'kmods-*' -o -name 'vmlinux-*' \) ! -path "$dir" -exec rm -rf {} +
+}
+prepare_kernel
+kver=$(basename "$(echo "$kdir"/lib/modules/*)")
+[[ -f $kdir/vmw_pvrdma.ko && -f $kdir/boot/vmlinuz-$kver ]] ||
+	die "incomplete kernel cache $kdir (remove it)"
+
+# The uncompressed ELF boots through PVH: no in-guest decompression, which
+# costs about 30 s in the nested guest.
+vmlinux=$kdir/vmlinux-$kver
+if [[ ! -f $vmlinux ]]; then
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kdir/boot/vmlinuz-$kver" | head -n 1 | cut -d: -f1 || true)
+	[[ -n $off ]] || die "no xz payload in vmlinuz-$kver"
+	xz -dc --single-stream <(tail -c +$((off + 1)) "$kdir/boot/vmlinuz-$kver") \
+		>"$vmlinux.tmp" 2>/dev/null || true
+	[[ $(head -c 4 "$vmlinux.tmp") == $'\x7fELF' ]] || die "cannot unpack vmlinux from vmlinuz-$kver"
+	mv "$vmlinux.tmp" "$vmlinux"
+fi
+
+# --- 3. The bookworm rootfs of the outer VM (mmdebstrap, cached) ---------------
+# The outer VM runs QEMU 7.2 (pvrdma was removed in 9.1), so the suite is
+# pinned to bookworm whatever the host runs. The inner guest's programs
+# (udaddy, rdma_client, the pvrdma verbs provider) are taken from it too.
+ROOTFS_PACKAGES="qemu-system-x86,ibverbs-providers,rdmacm-utils,libibverbs1,librdmacm1,libibumad3,libglib2.0-0,libsystemd0,iproute2,kmod,busybox"
+rootfs_key=$(printf '%s\n' "bookworm" "$ROOTFS_PACKAGES" "v1" | sha256sum | cut -c1-12)
+rootfs_cpio=$cache/rootfs-$rootfs_key.cpio
+inner_user=$cache/inner-user-$rootfs_key
+
+# Copies ELF REL (a path inside the rootfs) and, by DT_NEEDED, every library
+# it needs, from rootfs ROOT into DEST (merged /usr, libraries under
+# usr/lib/x86_64-linux-gnu).
+rootfs_elf() {
+	local root=$1 rel=$2 dest=$3 lib f
+	[[ -f $dest/${rel#/} ]] && return 0
+	mkdir -p "$dest/$(dirname "${rel#/}")"
+	cp -L "$root/$rel" "$dest/${rel#/}"
+	for lib in $(readelf -d "$root/$rel" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+		f=usr/lib/x86_64-linux-gnu/$lib
+		[[ -e $root/$f ]] || { echo "qemu: $lib (for $rel) is not in the rootfs" >&2; return 1; }
+		rootfs_elf "$root" "$f" "$dest"
+	done
+}
+
+if [[ ! -f $rootfs_cpio || ! -d $inner_user ]]; then
+	# The mirrors come from the host's apt configuration; the suites are
+	# pinned to bookworm.
+	src=$(mktemp "${TMPDIR:-/tmp}/rdmacm-mux-qemu-sources.XXXXXX")
+	uris=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' | sort -u)
+	[[ -n $uris ]] || uris=$(awk '$1 == "deb" { print ($2 ~ /^\[/ ? $3 : $2) }' \
+		/etc/apt/sources.list 2>/dev/null | sort -u)
+	[[ -n $uris ]] || die "no apt mirror found in /etc/apt/sources.list{,.d}"
+	while read -r u; do
+		case $u in
+		*security*) suites="bookworm-security" ;;
+		*) suites="bookworm bookworm-updates" ;;
+		esac
+		printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n' \
+			"$u" "$suites"
+	done <<<"$uris" >"$src"
+	say "building the bookworm rootfs with mmdebstrap (once; cached)"
+	rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
+	if ! mmdebstrap --quiet --variant=essential --include="$ROOTFS_PACKAGES" \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		bookworm "$rootfs" "$src" >"$cache/mmdebstrap.log" 2>&1; then
+		tail -n 30 "$cache/mmdebstrap.log" >&2
+		rm -rf "$rootfs" "$src"
+		die "mmdebstrap failed (log above, $cache/mmdebstrap.log)"
+	fi
+	rm -f "$src"
+	# The inner guest's userland: the two rdma_cm clients, their libraries,
+	# the loader and the vmw_pvrdma verbs provider.
+	rm -rf "$inner_user" "$inner_user.tmp"
+	mkdir -p "$inner_user.tmp/usr/lib64" "$inner_user.tmp/etc/libibverbs.d"
+	for p in /usr/bin/udaddy /usr/bin/rdma_client \
+		/usr/lib/x86_64-linux-gnu/libibverbs/libvmw_pvrdma-rdmav34.so; do
+		rootfs_elf "$rootfs" "$p" "$inner_user.tmp"
+	done
+	cp -L "$rootfs/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$inner_user.tmp/usr/lib64/"
+	cp "$rootfs/etc/libibverbs.d/vmw_pvrdma.driver" "$inner_user.tmp/etc/libibverbs.d/"
+	# Uncompressed: the outer kernel unpacks it faster than it would gunzip it.
+	(cd "$rootfs" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+		cpio --quiet --null -o -H newc -R 0:0) >"$rootfs_cpio.tmp"
+	rm -rf "$rootfs"
+	mv "$inner_user.tmp" "$inner_user"
+	mv "$rootfs_cpio.tmp" "$rootfs_cpio"
+	find "$cache" -mindepth 1 -maxdepth 1 \( -name 'rootfs-*' -o -name 'inner-user-*' \) \
+		! -path "$rootfs_cpio" ! -path "$inner_user" -exec rm -rf {} +
+fi
+
+# --- 4. Kernel modules of both VMs, and the inner guest's base (cached) --------
+# kmods ROOT MOD...: copies MODs and their dependencies from the cached
+# kernel into ROOT/usr/lib/modules/KVER and runs depmod there.
+kmods() {
+	local root=$1 m f rel deps
+	shift
+	local -A seen=()
+	local queue=("$@")
+	while ((${#queue[@]})); do
+		m=${queue[0]//-/_}
+		queue=("${queue[@]:1}")
+		[[ -n ${seen[$m]:-} ]] && continue
+		seen[$m]=1
+		f=$(modinfo -b "$kdir" -k "$kver" -F filename "$m") ||
+			die "module $m not found in $kver"
+		[[ $f == "(builtin)" ]] && continue
+		rel=${f#"$kdir/lib/modules/$kver/"}
+		mkdir -p "$root/usr/lib/modules/$kver/$(dirname "$rel")"
+		# strip drops the appended signature too: the guests then skip
+		# hashing every module, which costs seconds under nested TCG.
+		strip --strip-debug -o "$root/usr/lib/modules/$kver/$rel" "$f"
+		deps=$(modinfo -b "$kdir" -k "$kver" -F depends "$m")
+		IFS=, read -r -a more <<<"$deps"
+		queue+=("${more[@]}")
+	done
+	for f in modules.builtin modules.builtin.modinfo modules.order; do
+		cp "$kdir/lib/modules/$kver/$f" "$root/usr/lib/modules/$kver/"
+	done
+}
+
+lib_key=$(sha256sum <"$here/qemu-pvrdma.sh" | cut -c1-12)
+outer_kmods=$cache/kmods-$kver-$lib_key.cpio.gz
+inner_base=$cache/inner-$kver-$rootfs_key-$lib_key.cpio
+vmlinux_cpio=$cache/vmlinux-$kver.cpio
+if [[ ! -f $outer_kmods ]]; then
+	t=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-qemu.XXXXXX")
+	# Never ib_cm: the daemons own the CM class on both ports.
+	kmods "$t" crc32_generic rdma_rxe ib_umad ib_uverbs veth
+	depmod -b "$t/usr" "$kver"
+	vm_cpio "$t" "$outer_kmods"
+	rm -rf "$t"
+fi
+if [[ ! -f $inner_base ]]; then
+	t=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-qemu.XXXXXX")
+	mkdir -p "$t"/usr/{bin,sbin,lib,lib64} "$t"/{dev,proc,sys,tmp,run,root,etc}
+	for d in bin sbin lib lib64; do ln -s "usr/$d" "$t/$d"; done
+	cp "$(command -v busybox)" "$t/usr/bin/busybox"
+	ln -s ../bin/busybox "$t/usr/sbin/modprobe"
+	cp -a "$inner_user/." "$t/"
+	kmods "$t" vmxnet3 ib_uverbs rdma_ucm
+	mkdir -p "$t/usr/lib/modules/$kver/extra"
+	strip --strip-debug -o "$t/usr/lib/modules/$kver/extra/vmw_pvrdma.ko" "$kdir/vmw_pvrdma.ko"
+	depmod -b "$t/usr" "$kver"
+	# Uncompressed: gunzip costs seconds in the nested guest.
+	(cd "$t" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+		cpio --quiet --null -o -H newc -R 0:0) >"$inner_base.tmp"
+	mv "$inner_base.tmp" "$inner_base"
+	rm -rf "$t"
+fi
+if [[ ! -f $vmlinux_cpio ]]; then
+	t=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-qemu.XXXXXX")
+	mkdir -p "$t/inner"
+	cp "$vmlinux" "$t/inner/vmlinux"
+	(cd "$t" && find . -mindepth 1 | LC_ALL=C sort |
+		cpio --quiet -o -H newc -R 0:0) >"$vmlinux_cpio.tmp"
+	mv "$vmlinux_cpio.tmp" "$vmlinux_cpio"
+	rm -rf "$t"
+fi
+find "$cache" -mindepth 1 -maxdepth 1 \( -name 'kmods-*' -o -name 'inner-*.cpio*' \) \
+	! -path "$outer_kmods" ! -path "$inner_base" -delete
+exec {lockfd}>&-
+t_prep=$SECONDS
+say "prepared in $((t_prep - t_start)) s (kernel $kver, cache $cache)"
+((prepare_only)) && exit 0
+
+# --- 5. Per-run overlays: the inner initrd, the project's programs ------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-qemu.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+iov=$work/inner-overlay
+mkdir -p "$iov"
+cp "$here/inner-init" "$iov/init"
+chmod 755 "$iov/init"
+vm_cpio "$iov" "$work/inner-overlay.cpio.gz"
+
+ov=$work/overlay
+mkdir -p "$ov/inner" "$ov/usr/bin"
+cat "$inner_base" "$work/inner-overlay.cpio.gz" >"$ov/inner/initrd"
+cp "$here/outer-init" "$ov/init"
+chmod 755 "$ov/init"
+vm_put_elf "$ov" "$daemon" usr/bin/rdmacm-mux || die "cannot pack $daemon"
+vm_put_elf "$ov" "$responder" usr/bin/cm-responder || die "cannot pack $responder"
+vm_cpio "$ov" "$work/overlay.cpio.gz"
+cat "$rootfs_cpio" "$vmlinux_cpio" "$outer_kmods" "$work/overlay.cpio.gz" >"$work/initrd"
+
+# --- 6. Boot the outer VM --------------------------------------------------------
+log=$log_dir/qemu-pvrdma.log
+say "booting the outer VM ($kver, QEMU 7.2 from bookworm inside; serial log: $log)"
+# shellcheck disable=SC2054 # the commas belong to qemu's option syntax
+qemu=(timeout --foreground -k 5 "$host_timeout"
+	qemu-system-x86_64 -accel tcg -cpu max -m 3072 -smp 2
+	-nographic -no-reboot -nodefaults -no-user-config -serial stdio
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04
+	-kernel "$vmlinux" -initrd "$work/initrd"
+	-append "console=ttyS0 rdinit=/init panic=-1 oops=panic loglevel=4 mitigations=off")
+t_boot=$SECONDS
+# Each console line gets the host's seconds since the boot in front, so
+# the log shows where the time goes (the guests' clocks drift under TCG).
+stamp() {
+	local t0=${EPOCHREALTIME/./} line t
+	while IFS= read -r line || [[ -n $line ]]; do
+		t=$(((${EPOCHREALTIME/./} - t0) / 100000))
+		printf '%5d.%d %s\n' $((t / 10)) $((t % 10)) "${line%$'\r'}"
+	done
+}
+set +e
+if ((verbose)); then
+	"${qemu[@]}" </dev/null 2>&1 | stamp | tee "$log"
+else
+	"${qemu[@]}" </dev/null 2>&1 | stamp >"$log"
+fi
+qrc=${PIPESTATUS[0]}
+set -e
+t_end=$SECONDS
+
+# --- 7. Verdict --------------------------------------------------------------------
+clean=$(sed -E 's/^ *[0-9]+\.[0-9] //' "$log")
+show_log() {
+	echo "----- serial log ($log; host seconds since boot first) -----"
+	cat "$log"
+	echo "----- end of serial log -----"
+}
+failed=0
+check() { # description, then an extended regex that must match a line
+	if grep -Eq -- "$2" <<<"$clean"; then
+		echo "qemu: ok   $1"
+	else
+		echo "qemu: FAIL $1 (no line matches /$2/)"
+		failed=1
+	fi
+}
+check_not() { # description, then an extended regex that must match no line
+	local m
+	if m=$(grep -E -m 3 -- "$2" <<<"$clean"); then
+		echo "qemu: FAIL $1:"
+		printf '        %s\n' "$m"
+		failed=1
+	else
+		echo "qemu: ok   $1"
+	fi
+}
+check_count() { # description, regex, expected count
+	local n
+	n=$(grep -Ec -- "$2" <<<"$clean" || true)
+	if ((n == $3)); then
+		echo "qemu: ok   $1 ($n)"
+	else
+		echo "qemu: FAIL $1: $n lines match /$2/, expected $3"
+		failed=1
+	fi
+}
+
+if ! grep -q 'OUTER-RESULT' <<<"$clean"; then
+	if ((qrc == 124 || qrc == 137)); then
+		echo "qemu: FAIL: the outer VM did not finish within ${host_timeout}s"
+	else
+		echo "qemu: FAIL: the outer VM stopped without a verdict (qemu status $qrc)"
+	fi
+	failed=1
+fi
+A='^muxA\| \[rxe0:1\]' B='^muxB\| \[rxe1:1\]'
+check "outer VM set up rxe0, rxe1, both daemons and the responder" '^OUTER-READY'
+check "inner QEMU realized the pvrdma device on rxe0" 'guest\| .*rdma: Initializing device pvrdma'
+
+# REG: QEMU traces each GID it adds (rdma_backend_gid_change), then its
+# request to the mux and the mux's answer (rdmacm_mux_check_op_status).
+regs=$(awk '/^guest\| rdma_backend_gid_change add / { g = $4 " " $5; next }
+	g != "" && /^guest\| rdmacm_mux_check_op_status resp: msg_type=1, op_code=0,/ {
+		print g, $NF; g = "" }' <<<"$clean")
+for g in 'subnet=0xfe80000000000000, ifid=0x505400fffe123456 err_code=0' \
+	'subnet=0xfec0000000000000, ifid=0x505400fffe123456 err_code=0' \
+	'subnet=0x0, ifid=0xffff0a00020f err_code=0'; do
+	if grep -qxF "$g" <<<"$regs"; then
+		echo "qemu: ok   REG accepted: $g"
+	else
+		echo "qemu: FAIL REG not accepted: $g (QEMU saw: ${regs//$'\n'/; })"
+		failed=1
+	fi
+done
+check "the daemon counted 3 REG ok, 0 refused" '^muxA\| +requests [0-9]+, REG ok 3 refused 0,'
+check_not "no refused request or failed mux exchange in QEMU" \
+	'rdmacm_mux_check_op_status resp: .*err_code=[1-9]|Failed to execute rdmacm_mux|Failed to get bk sgid_idx|CQ is full'
+check_count "the daemon logs QEMU's own-GID addr.gid once" \
+	'^muxA\| .*puts its own GID in addr\.gid, as QEMU does' 1
+check_not "no MAD dropped by a daemon" '^mux[AB]\| \[rxe[01]:1\] (TX|RX)!'
+
+# remapped TXATTR RXATTR: the guest's comm id went out under another wire id,
+# and the answer came back to the guest's own id.
+remapped() {
+	local tx c w
+	tx=$(grep -E -m 1 "$A TX +$1 " <<<"$clean" || true)
+	if [[ ! $tx =~ comm\ (0x[0-9a-f]+)\ -\>\ wire\ (0x[0-9a-f]+) ]]; then
+		echo "qemu: FAIL no $1 sent by the rxe0 daemon"
+		failed=1
+		return
+	fi
+	c=${BASH_REMATCH[1]} w=${BASH_REMATCH[2]}
+	if [[ $c == "$w" ]]; then
+		echo "qemu: FAIL $1: comm id $c was not remapped"
+		failed=1
+	elif grep -Eq "$A RX +$2 .*wire $w -> comm $c " <<<"$clean"; then
+		echo "qemu: ok   $1 comm $c went out as wire $w; $2 came back to $c"
+	else
+		echo "qemu: FAIL no $2 for wire $w routed back to comm $c"
+		failed=1
+	fi
+}
+
+# SIDR: udaddy's SIDR_REQ crosses both daemons, the SIDR_REP comes back.
+# QEMU puts the guest's own GID in addr.gid; the daemon must send to the
+# responder anyway (the SIDR_REQ's cma_hdr, the REQ's remote port GID).
+check "SIDR_REQ sent to the responder, not back to the guest" \
+	"$A TX +SIDR_REQ .*::ffff:10\\.0\\.2\\.15 -> ::ffff:10\\.0\\.0\\.2$"
+check "SIDR_REQ arrives at the rxe1 daemon" "$B RX +SIDR_REQ .*::ffff:10\\.0\\.2\\.15 -> ::ffff:10\\.0\\.0\\.2"
+check "responder answered the SIDR_REQ" '^resp\| SIDR_REQ .*-> SIDR_REP'
+check "SIDR_REP sent by the rxe1 daemon" "$B TX +SIDR_REP "
+remapped SIDR_REQ SIDR_REP
+check "the guest's rdma_cm resolved the SIDR (ESTABLISHED)" \
+	'guest\| .*cm_event_done: .*dst=10\.0\.0\.2:7174 .*ESTABLISHED'
+check "udaddy finished with status 0" '^guest\| INNER-UDADDY rc=0'
+
+# RC: REQ, REP, RTU through both daemons and the guest's CM; then DREQ/DREP.
+check "REQ sent to the responder, not back to the guest" \
+	"$A TX +REQ .*::ffff:10\\.0\\.2\\.15 -> ::ffff:10\\.0\\.0\\.2$"
+check "REQ arrives at the rxe1 daemon" "$B RX +REQ .*::ffff:10\\.0\\.2\\.15 -> ::ffff:10\\.0\\.0\\.2"
+check "responder answered the REQ with a REP" '^resp\| REQ .*-> REP'
+check "REP sent by the rxe1 daemon" "$B TX +REP "
+remapped REQ REP
+check "the guest's rdma_cm got the REP (CONNECT_RESPONSE)" \
+	'guest\| .*cm_event_done: .*dst=10\.0\.0\.2:7471 .*CONNECT_RESPONSE'
+check "the guest's CM sent the RTU" 'guest\| .*cm_send_rtu: .*dst=10\.0\.0\.2:7471'
+check "RTU relayed by the rxe0 daemon" "$A TX +RTU "
+check "RTU arrives at the rxe1 daemon" "$B RX +RTU "
+check "the responder saw the connection ESTABLISHED" '^resp\| RTU .*-> connection ESTABLISHED'
+check_not "rdma_client's connect did not fail" 'guest\| rdma_connect:'
+check "the guest's CM sent DREQ when rdma_client ended" "$A TX +DREQ "
+check "responder answered the DREQ" '^resp\| DREQ .*-> DREP, connection closed'
+check "DREP routed back to QEMU" "$A RX +DREP "
+check "the inner guest finished its steps" '^guest\| INNER-DONE rc=0'
+check "outer verdict" '^OUTER-RESULT rc=0'
+
+say "timing: prepare $((t_prep - t_start)) s, outer VM $((t_end - t_boot)) s, total $((t_end - t_start)) s"
+if ((failed)); then
+	((verbose)) || show_log
+	exit 1
+fi
+say "PASS"
+exit 0
