@@ -369,6 +369,8 @@ static int relay_register_gid(Relay *r, Client *c, const uint8_t gid[16])
 	c->gids[c->n_gids].table_generation = 0;
 	c->n_gids++;
 	g_hash_table_insert(r->gid_owners, g_memdup2(gid, 16), c);
+	log_structured(LOG_INFO, fields, "client %u (pid %d) registered GID %s", c->id,
+		       (int)c->cred.pid, text);
 	return 0;
 }
 
@@ -383,6 +385,11 @@ static int relay_unregister_gid(Relay *r, Client *c, const uint8_t gid[16])
 		return -EACCES;
 	cg = client_find_gid(c, gid);
 	g_hash_table_remove(r->gid_owners, gid);
+	if (log_get_max_level() >= LOG_INFO) {
+		char text[GID_STR_LEN];
+		log_info("client %u (pid %d) unregistered GID %s", c->id, (int)c->cred.pid,
+			 gid_to_string(gid, text));
+	}
 	if (cg) {
 		*cg = c->gids[c->n_gids - 1];
 		c->n_gids--;

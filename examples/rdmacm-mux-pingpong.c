@@ -338,7 +338,7 @@ static int do_serve(struct endpoint *ep, int count, uint64_t reject_service, int
 			mad[28] = 0;				/* Status: success */
 			put32(mad + 32, 0x000300 << 8);		/* QPN 0x300 */
 			memcpy(mad + 36, in.mad + OFF_SERVICE_ID, 8); /* ServiceID */
-			put32(mad + 44, 0x11111111);		/* Q_Key */
+			put32(mad + 44, 0x01234567);		/* Q_Key: rdma_cm's UDP default */
 			r = send_mad(ep, in.addr.gid, mad);
 			done++;
 			break;

@@ -14,7 +14,7 @@
  * that the example does not give. The guest's rdma_cm has already given its
  * UD QP the rdma_cm Q_Key (0x01234567) when its SIDR_REP arrives, and it
  * turns a SIDR_REP with any other Q_Key into RDMA_CM_EVENT_ADDR_ERROR
- * (cma_set_qkey); the example answers 0x11111111. A REQ retried by the
+ * (cma_set_qkey), so the Q_Key must be exactly that. A REQ retried by the
  * guest must get the same REP again, not a second connection, and the
  * responder must run until the guest is done rather than for a count.
  */

@@ -69,7 +69,7 @@ vm_has a0 "connection 1 rejected, reason 8"
 vm_has_re a0 "<- REJ +from $G22  comm $ID remote 0x00000001\$"
 vm_rx_only_from a0 "$G22"
 # a4: SIDR answered by b1, the RequestID mapped back to a4's own.
-vm_has a4 "SIDR resolved: status 0, QPN 0x000300, Q_Key 0x11111111"
+vm_has a4 "SIDR resolved: status 0, QPN 0x000300, Q_Key 0x01234567"
 vm_has a4 "$(vm_rx_line SIDR_REP "$G21" 0x00000001)"
 vm_rx_only_from a4 "$G21"
 # b1: two REQs from a1's GID, one SIDR_REQ from a4's; each RTU names the
