@@ -10,13 +10,13 @@
  * ESTABLISHED), answers DREQ with DREP and SIDR_REQ with SIDR_REP. One line
  * per MAD on stdout; a summary line at exit.
  *
- * Why not examples/rdmacm-mux-pingpong: a real rdma_cm peer needs answers
- * that the example does not give. The guest's rdma_cm has already given its
- * UD QP the rdma_cm Q_Key (0x01234567) when its SIDR_REP arrives, and it
- * turns a SIDR_REP with any other Q_Key into RDMA_CM_EVENT_ADDR_ERROR
- * (cma_set_qkey), so the Q_Key must be exactly that. A REQ retried by the
- * guest must get the same REP again, not a second connection, and the
- * responder must run until the guest is done rather than for a count.
+ * Why not examples/rdmacm-mux-pingpong: this responder must run until the
+ * guest is done rather than for a count of connections, and it states in
+ * one place what a real rdma_cm peer needs: the guest's rdma_cm has already
+ * given its UD QP the rdma_cm Q_Key (0x01234567) when its SIDR_REP arrives
+ * and turns any other Q_Key into RDMA_CM_EVENT_ADDR_ERROR (cma_set_qkey),
+ * and a REQ retried by the guest must get the same REP again, not a second
+ * connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
