@@ -163,6 +163,8 @@ int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[16])
 	const uint8_t *hdr;
 	unsigned ip_version;
 
+	if (len < MAD_HDR_LEN)
+		return -ENOENT;
 	switch (cm_mad_attr(mad)) {
 	case CM_ATTR_REQ:
 		off = CM_OFF_REQ_PRIVATE;

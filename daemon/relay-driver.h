@@ -15,6 +15,9 @@
 /* Use @now (monotonic usec) as the relay's clock from now on. */
 void relay_driver_set_time(Relay *r, uint64_t now);
 
+/* Make wire ids reproducible from @seed (they are random otherwise). */
+void relay_driver_seed_wire_ids(Relay *r, uint32_t seed);
+
 /* A client with no socket. Return: its id (> 0), or 0 at the limit. */
 uint32_t relay_driver_add_client(Relay *r);
 /* The client leaves (as on disconnect). */

@@ -1401,6 +1401,11 @@ void relay_driver_set_time(Relay *r, uint64_t now)
 	r->driver_now = now ? now : 1;
 }
 
+void relay_driver_seed_wire_ids(Relay *r, uint32_t seed)
+{
+	session_table_seed_wire_ids(r->sessions, seed, seed * 2654435761u);
+}
+
 static uint32_t relay_new_client_id(Relay *r)
 {
 	uint32_t id;

@@ -399,6 +399,12 @@ void session_table_remove_all(SessionTable *t, SessionList *owner)
 
 /* ---- keys ---- */
 
+void session_table_seed_wire_ids(SessionTable *t, uint32_t counter, uint32_t xor_key)
+{
+	t->wire_counter = counter;
+	t->wire_xor = xor_key;
+}
+
 uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
 {
 	Session *s = session_table_get(t, handle);

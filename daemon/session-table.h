@@ -111,6 +111,10 @@ void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle);
 /* Remove all of a client's sessions (the client left). */
 void session_table_remove_all(SessionTable *t, SessionList *owner);
 
+/* Make wire ids reproducible (fuzzers, tests): start the cyclic counter
+ * at @counter and XOR with @xor_key instead of random values. */
+void session_table_seed_wire_ids(SessionTable *t, uint32_t counter, uint32_t xor_key);
+
 /* Allocate a fresh wire id (cyclic, random XOR, never 0, never live). */
 uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle);
 void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id);

@@ -102,6 +102,8 @@ static void daemon_spawn(Daemon *d)
 	g_autofree char *fabric = g_build_filename(d->fabric->dir, "fabric", NULL);
 	g_autofree char *sys = g_build_filename(fabric, "sys", NULL);
 	g_auto(GStrv) envp = g_get_environ();
+	const char *wrapper = g_getenv("RDMACM_MUX_WRAPPER");
+	GPtrArray *argv;
 	int fd;
 
 	envp = g_environ_setenv(envp, "UMAD_SIM_FABRIC", fabric, TRUE);
@@ -116,12 +118,29 @@ static void daemon_spawn(Daemon *d)
 	}
 	fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	g_assert_cmpint(fd, >=, 0);
-	if (!g_spawn_async_with_fds(NULL, d->argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-				    &d->pid, -1, fd, fd, &err))
+	/* RDMACM_MUX_WRAPPER runs the daemon under e.g. valgrind. */
+	if (wrapper && *wrapper) {
+		g_auto(GStrv) words = NULL;
+		g_assert_true(g_shell_parse_argv(wrapper, NULL, &words, NULL));
+		argv = g_ptr_array_new();
+		for (char **w = words; *w; w++)
+			g_ptr_array_add(argv, *w);
+		for (char **a = d->argv; *a; a++)
+			g_ptr_array_add(argv, *a);
+		g_ptr_array_add(argv, NULL);
+		if (!g_spawn_async_with_fds(NULL, (char **)argv->pdata, envp,
+					    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, NULL,
+					    NULL, &d->pid, -1, fd, fd, &err))
+			g_error("cannot start rdmacm-mux under %s: %s", wrapper, err->message);
+		g_ptr_array_unref(argv);
+	} else if (!g_spawn_async_with_fds(NULL, d->argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+					   NULL, &d->pid, -1, fd, fd, &err)) {
 		g_error("cannot start rdmacm-mux: %s", err->message);
+	}
 	close(fd);
 
-	for (int i = 0; i < 500; i++) {
+	/* Under a wrapper start-up is many times slower. */
+	for (int i = 0; i < (wrapper && *wrapper ? 6000 : 500); i++) {
 		int status;
 
 		if (socket_serves(d->socket))
@@ -179,7 +198,8 @@ static int wait_exit_for(Daemon *d, int timeout_ms)
 
 static int wait_exit(Daemon *d)
 {
-	int status = wait_exit_for(d, 10000);
+	const char *wrapper = g_getenv("RDMACM_MUX_WRAPPER");
+	int status = wait_exit_for(d, wrapper && *wrapper ? 60000 : 10000);
 
 	if (status == -ETIMEDOUT)
 		g_error("rdmacm-mux did not exit");
@@ -212,8 +232,12 @@ void daemon_free(Daemon *d)
 {
 	if (!d)
 		return;
-	if (d->pid)
-		daemon_kill(d);
+	/* A clean stop first, so that leak checkers see the daemon exit. */
+	if (d->pid) {
+		kill(d->pid, SIGTERM);
+		if (wait_exit_for(d, 10000) == -ETIMEDOUT)
+			daemon_kill(d);
+	}
 	g_strfreev(d->argv);
 	g_free(d->ca);
 	g_free(d->socket);

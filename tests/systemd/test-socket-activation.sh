@@ -38,8 +38,13 @@ fail() {
 }
 
 "$UMAD_SIM_CLI" create "$tmp/fabric" --preset two-hosts >/dev/null
-sim_env=(-E "LD_PRELOAD=$UMAD_SIM_LIB" -E "UMAD_SIM_FABRIC=$tmp/fabric"
-	-E "SYSFS_PATH=$tmp/fabric/sys")
+sim_env=(-E "LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$UMAD_SIM_LIB"
+	-E "UMAD_SIM_FABRIC=$tmp/fabric" -E "SYSFS_PATH=$tmp/fabric/sys")
+# systemd-socket-activate passes on only what -E names: a sanitizer build
+# needs its options in the daemon too.
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+	[[ -n ${!v:-} ]] && sim_env+=(-E "$v=${!v}")
+done
 
 # --socket names a path the daemon would bind if it ignored LISTEN_FDS (and
 # PATH.ctl, its control socket, if it ignored the one named "control").

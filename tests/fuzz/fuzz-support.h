@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the relay fuzzers (fuzz-frames, fuzz-relay): a fake sysfs
+ * port with a fixed GID table, a relay on a fake umad port built from it,
+ * and a fatal-error helper that aborts with the reason so that libFuzzer
+ * (or the replay main) records the input as a crash.
+ */
+#ifndef RDMACM_MUX_FUZZ_SUPPORT_H
+#define RDMACM_MUX_FUZZ_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "relay-driver.h"
+
+/* The fake port's GID table, index = GID index (all RoCE v2). */
+#define FUZZ_PORT_GIDS 4
+extern const uint8_t fuzz_port_gid[FUZZ_PORT_GIDS][16];
+
+/* Create the fake sysfs tree once per process and point SYSFS_PATH at it. */
+void fuzz_env_init(void);
+
+/* A relay on a fresh fake port ("fuzz0" port 1, RoCE) whose sends go to
+ * @send. Aborts on failure: the harness, not the input, is broken then. */
+Relay *fuzz_relay_new(const RelayConfig *cfg,
+		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
+		      void *userdata);
+void fuzz_relay_free(Relay *r);
+
+/* Report a violated property and abort (a crash for libFuzzer). */
+_Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define fuzz_check(cond, ...)                                                  \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			fuzz_fail(__VA_ARGS__);                                \
+	} while (0)
+
+/* libFuzzer's entry points, also called by fuzz-replay.c. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#endif /* RDMACM_MUX_FUZZ_SUPPORT_H */

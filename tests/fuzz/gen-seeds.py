@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+#
+# Writes the fuzzers' seed corpora (tests/fuzz/corpus/<fuzzer>/) from the
+# CM flows the integration tests drive: active and passive connection
+# set-up and teardown, SIDR, QEMU's source-GID destination, two clients
+# with the same comm id, REJ(Timeout), MRA, timers, a slow reader, garbage
+# frames and the HELLO/CLIENT_STATS extension. The relay seeds are programs
+# in fuzz-relay.c's step language; the others are raw frames and MADs.
+# Deterministic: rerun after changing a harness's input format.
+#   tests/fuzz/gen-seeds.py [OUTDIR]     (default: tests/fuzz/corpus)
+import os
+import struct
+import sys
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+ATTR = dict(REQ=0x10, MRA=0x11, REJ=0x12, REP=0x13, RTU=0x14, DREQ=0x15, DREP=0x16,
+            SIDR_REQ=0x17, SIDR_REP=0x18, LAP=0x19, APR=0x1A, CPI=0x01)
+
+
+def v4(a, b, c, d):
+    return bytes(10) + b"\xff\xff" + bytes([a, b, c, d])
+
+
+G_LOCAL1, G_LOCAL2, G_PEER = v4(10, 0, 1, 1), v4(10, 0, 1, 2), v4(10, 0, 2, 1)
+
+
+def mad(attr, local=0, remote=0, dest=G_PEER, length=256, v6=False):
+    m = bytearray(256)
+    m[0:4] = bytes([1, 7, 2, 3])
+    m[8:16] = struct.pack(">Q", 0x1122334400000000 | local)
+    m[16:18] = struct.pack(">H", ATTR[attr])
+    m[24:28] = struct.pack(">I", local)
+    if attr not in ("SIDR_REQ", "SIDR_REP"):
+        m[28:32] = struct.pack(">I", remote)
+    if attr == "REQ":
+        m[80:96], m[96:112] = G_LOCAL1, dest
+        m[165] = 0x40
+        m[164 + 32:164 + 36] = dest[12:]
+    if attr == "SIDR_REQ":
+        m[41] = 0x60 if v6 else 0x40
+        m[40 + 20:40 + 36] = dest
+    if attr == "REJ":
+        m[35] = 4
+    return bytes(m[:length])
+
+
+def frame(msg_type=0, op=0, sgid=bytes(16), err=0, payload=b"", umad_len=None, grh=0,
+          gid_index=0, dgid=bytes(16), steer=0):
+    if umad_len is None:
+        umad_len = len(payload)
+    hdr = struct.pack("<II16si", msg_type, op, sgid, err) + bytes([steer, 0, 0, 0])
+    addr = struct.pack(">IIH", 1, 0x80010000, 0) + bytes([0, 0, grh, gid_index, 64, 0]) + dgid + \
+        struct.pack(">I", 0) + struct.pack("<H", 0) + bytes(6)
+    f = hdr + struct.pack("<i", umad_len) + struct.pack("<IIIII", 0, 0, 0, 0, 0) + addr + \
+        payload.ljust(256, b"\0") + bytes(4)
+    assert len(f) == 360
+    return f
+
+
+def hello(caps=3, magic=0x524D5558):
+    return struct.pack("<IHHQIIII", magic, 1, 0, caps, 0, 0, 0, 0)
+
+
+def write(fuzzer, name, data):
+    d = os.path.join(OUT, fuzzer)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- cm-codec: one MAD per attribute, and edge lengths ----
+for a in ATTR:
+    write("cm-codec", a.lower(), mad(a, 7, 9))
+write("cm-codec", "sidr_req-v6", mad("SIDR_REQ", 7, v6=True))
+write("cm-codec", "req-short", mad("REQ", 7, length=111))
+write("cm-codec", "rej-min", mad("REJ", 7, 9, length=36))
+write("cm-codec", "header-only", mad("RTU", length=24))
+
+# ---- frames: 360-byte requests; byte 28 steers (client, wire) ----
+REG, UNREG, MADOP, HELLO, STATS = 0, 1, 2, 0x10000, 0x10001
+write("frames", "reg-req-unreg",
+      frame(op=REG, sgid=v4(10, 0, 1, 3))
+      + frame(op=MADOP, sgid=G_LOCAL1, payload=mad("REQ", 5), grh=1, dgid=G_PEER)
+      + frame(op=UNREG, sgid=v4(10, 0, 1, 3)))
+write("frames", "qemu-style-req",
+      frame(op=MADOP, sgid=G_LOCAL1, payload=mad("REQ", 5), grh=1, dgid=G_LOCAL1))
+write("frames", "hello-stats",
+      frame(op=HELLO, payload=hello(), steer=1) + frame(op=STATS, steer=1)
+      + frame(op=REG, sgid=G_LOCAL1, steer=1))
+write("frames", "wire-req-then-rep",
+      frame(payload=mad("REQ", 0x33, dest=G_LOCAL2), grh=1, gid_index=2, dgid=G_PEER, steer=4)
+      + frame(op=MADOP, sgid=G_LOCAL2, payload=mad("REP", 4, 0x33), grh=1, dgid=G_PEER, steer=1))
+write("frames", "wire-sidr",
+      frame(payload=mad("SIDR_REQ", 0x44, dest=G_LOCAL1), umad_len=256, steer=4)
+      + frame(op=MADOP, sgid=G_LOCAL1, payload=mad("SIDR_REP", 0x44), grh=1, dgid=G_PEER))
+write("frames", "garbage", b"".join(frame(msg_type=7, op=99) for _ in range(9)))
+write("frames", "bad-lengths",
+      frame(op=MADOP, sgid=G_LOCAL1, payload=mad("RTU", 1), umad_len=-1)
+      + frame(op=MADOP, sgid=G_LOCAL1, payload=mad("RTU", 1), umad_len=300)
+      + frame(op=MADOP, sgid=G_LOCAL1, payload=mad("REQ", 1, length=100))
+      + frame(op=3, steer=3))
+
+# ---- relay: programs (see fuzz-relay.c) ----
+ADD, REMOVE, REGS, UNREGS, MADS, WIRE, TIME, DRAIN, RAW, HELLOS, STATSS, FAIL, RAWWIRE = range(13)
+A = dict(REQ=0, REP=1, RTU=2, DREQ=3, DREP=4, REJ=5, MRA=6, SIDR_REQ=7, SIDR_REP=8, LAP=9, APR=10,
+         CPI=13, BOGUS=14)
+# GID pool: 0 fe80::1, 1-3 10.0.1.1-3 (the port), 4 10.0.1.9, 5-7 10.0.2.1-3 (peers), 8 zero
+ZERO, SMALL, WIREID, OWN, SEEN = 0, lambda k: (k << 3) | 1, lambda k: (k << 3) | 3, \
+    lambda k: (k << 3) | 5, lambda k: (k << 3) | 6
+
+
+def cmad(c, g, d, a, l, r, f=0):
+    return [MADS, c, g, d, A[a], l, r, f]
+
+
+def wire(a, l, r, f=0, grh=True, gid_index=1, peer=5):
+    return [WIRE, A[a], l, r, f, (1 if grh else 0) | (gid_index << 1), peer]
+
+
+def prog(name, *steps):
+    out = []
+    for s in steps:
+        out += s
+    write("relay", name, bytes(out))
+
+
+prog("active-connect-disconnect",
+     [ADD], [REGS, 0, 1], cmad(0, 1, 5, "REQ", SMALL(0), ZERO),
+     wire("REP", SMALL(1), WIREID(0)), [DRAIN, 0],
+     cmad(0, 1, 5, "RTU", SMALL(0), SEEN(0)), cmad(0, 1, 5, "DREQ", SMALL(0), SEEN(0)),
+     wire("DREP", SMALL(1), WIREID(0)), [DRAIN, 0], [TIME, 200], [TIME, 140])
+prog("passive-accept",
+     [ADD], [REGS, 0, 2], wire("REQ", SMALL(2), ZERO, gid_index=2, peer=6), [DRAIN, 0],
+     cmad(0, 2, 6, "REP", SMALL(1), SEEN(0)), wire("RTU", SMALL(2), WIREID(0), gid_index=2, peer=6),
+     wire("DREQ", SMALL(2), WIREID(0), gid_index=2, peer=6), [DRAIN, 0],
+     cmad(0, 2, 6, "DREP", SMALL(1), SEEN(0)), [TIME, 255])
+prog("sidr",
+     [ADD], [REGS, 0, 1], cmad(0, 1, 5, "SIDR_REQ", SMALL(0), ZERO),
+     wire("SIDR_REP", WIREID(0), ZERO), [DRAIN, 0],
+     [ADD], [REGS, 1, 2], wire("SIDR_REQ", SMALL(3), ZERO, gid_index=2), [DRAIN, 1],
+     cmad(1, 2, 0x80, "SIDR_REP", SEEN(1), ZERO), [TIME, 100])
+prog("qemu-source-gid",
+     [ADD], [REGS, 0, 1], cmad(0, 1, 0xdc, "REQ", SMALL(0), ZERO),
+     wire("REP", SMALL(1), WIREID(0)), [DRAIN, 0], cmad(0, 1, 0x80, "RTU", SMALL(0), SEEN(0)))
+prog("two-clients-same-comm-id",
+     [ADD], [ADD], [REGS, 0, 1], [REGS, 1, 2], cmad(0, 1, 5, "REQ", SMALL(0), ZERO),
+     cmad(1, 2, 6, "REQ", SMALL(0), ZERO), wire("REP", SMALL(1), WIREID(1), gid_index=2, peer=6),
+     wire("REP", SMALL(1), WIREID(0)), [DRAIN, 0], [DRAIN, 1],
+     cmad(1, 2, 6, "RTU", SMALL(0), SEEN(0)), [REMOVE, 0], [TIME, 255])
+prog("rej-timeout-and-mra",
+     [ADD], [REGS, 0, 1], wire("REQ", SMALL(1), ZERO), [DRAIN, 0],
+     cmad(0, 1, 5, "MRA", SMALL(2), SEEN(0)), wire("REJ", SMALL(1), ZERO, f=4), [DRAIN, 0],
+     cmad(0, 1, 5, "REQ", SMALL(3), ZERO), wire("MRA", SMALL(1), WIREID(1), f=1),
+     wire("REJ", SMALL(1), WIREID(1), f=4), [DRAIN, 0])
+prog("gid-ownership",
+     [ADD], [ADD], [REGS, 0, 1], [REGS, 0, 1], [REGS, 1, 1], [UNREGS, 1, 1], [REGS, 0, 8],
+     [REGS, 0, 4], [REGS, 0, 2], [REGS, 0, 3], [UNREGS, 0, 6], [UNREGS, 0, 1], [REGS, 1, 1],
+     cmad(0, 1, 5, "REQ", SMALL(0), ZERO), [DRAIN, 0], [DRAIN, 1])
+prog("hello-stats-errno",
+     [ADD], [HELLOS, 0, 3], [STATSS, 0], [REGS, 0, 1], [REGS, 0, 1], [HELLOS, 0, 0x83],
+     [STATSS, 0], [HELLOS, 0, 0], [STATSS, 0], [DRAIN, 0])
+prog("slow-reader-and-pause",
+     [ADD], [REGS, 0, 1], *[wire("REQ", SMALL(k), ZERO) for k in range(4)],
+     *[wire("REQ", (k << 3) | 7, ZERO) + [0, 0, 0x10, k] for k in range(3)],
+     *[[REGS, 0, 1] for _ in range(8)], [DRAIN, 0], [TIME, 255], [TIME, 255])
+prog("session-quota-and-fail",
+     [ADD], [REGS, 0, 1], [FAIL, 1], *[cmad(0, 1, 5, "REQ", SMALL(k), ZERO) for k in range(4)],
+     *[cmad(0, 1, 5, "REQ", (k << 3) | 7, ZERO) + [0, 0, 0, 9 + k] for k in range(4)],
+     [DRAIN, 0], [TIME, 70], [TIME, 255])
+prog("lap-apr",
+     [ADD], [REGS, 0, 1], cmad(0, 1, 5, "REQ", SMALL(0), ZERO), wire("REP", SMALL(1), WIREID(0)),
+     cmad(0, 1, 5, "RTU", SMALL(0), SEEN(0)), cmad(0, 1, 5, "LAP", SMALL(0), SEEN(0)),
+     wire("APR", SMALL(1), WIREID(0)), wire("LAP", SMALL(1), WIREID(0)),
+     cmad(0, 1, 5, "APR", SMALL(0), SEEN(0)), [DRAIN, 0])
+prog("garbage-disconnect",
+     [ADD], [RAW, 0] + list(frame(msg_type=3)), [RAW, 0] + list(frame(op=77)),
+     [RAW, 0] + list(frame(op=HELLO, payload=hello(magic=1))), [RAW, 0] + list(frame(op=STATS)),
+     [ADD], [RAW, 0] + list(frame(op=REG, sgid=G_LOCAL1)))
+prog("raw-wire",
+     [ADD], [REGS, 0, 1], [RAWWIRE, 0x53, 255] + list(mad("REQ", 9, dest=G_LOCAL1)),
+     [RAWWIRE, 0x00, 23] + list(mad("RTU")[:24]), [DRAIN, 0])
+
+# ---- client-lib: byte 0 = mode; stream steps (see fuzz-client-lib.c) ----
+
+
+def chunks(data):
+    out = b""
+    while data:
+        n = min(127, len(data))
+        out += bytes([n]) + data[:n]
+        data = data[n:]
+    return out
+
+
+SUB_REG, SUB_UNREG, SUB_MAD, SUB_WAIT = 0x80, 0x81, 0x82, 0x84
+write("client-lib", "responses-in-order",
+      b"\0" + bytes([SUB_REG, SUB_UNREG, SUB_MAD]) + chunks(
+          frame(1, REG, err=0) + frame(1, UNREG, err=4) + frame(1, MADOP, err=-5)))
+write("client-lib", "inbound-between-responses",
+      b"\0" + bytes([SUB_REG, SUB_MAD]) + chunks(
+          frame(1, REG) + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REP", 3, 4), grh=1, dgid=G_PEER)
+          + frame(1, MADOP, err=1)))
+write("client-lib", "wait-and-protocol-error",
+      b"\0" + bytes([SUB_REG, SUB_REG, SUB_WAIT]) + chunks(frame(1, REG) + frame(1, UNREG)))
+write("client-lib", "split-frame-eof",
+      b"\0" + bytes([SUB_MAD]) + chunks(frame(1, MADOP)[:200]))
+write("client-lib", "handshake-grant",
+      b"\1" + frame(1, HELLO, payload=hello(), umad_len=32)
+      + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REQ", 1, dest=G_LOCAL1), grh=1))
+write("client-lib", "handshake-old-mux", b"\1" + frame(1, HELLO, err=1))
+write("client-lib", "handshake-short", b"\1" + frame(1, HELLO, payload=hello(), umad_len=8))
