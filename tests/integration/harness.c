@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *env_bin(const char *name)
+const char *harness_env_bin(const char *name)
 {
 	const char *v = g_getenv(name);
 
@@ -30,7 +30,7 @@ void gid_parse(const char *text, uint8_t gid[16])
 		g_error("bad GID %s", text);
 }
 
-static void run_sync(char **argv)
+void harness_run_sync(char **argv)
 {
 	g_autoptr(GError) err = NULL;
 	g_autofree char *out = NULL, *errout = NULL;
@@ -51,9 +51,9 @@ Fabric *fabric_new(const char *preset)
 	f->dir = g_dir_make_tmp("rdmacm-mux-it-XXXXXX", NULL);
 	g_assert_nonnull(f->dir);
 	fabric = g_build_filename(f->dir, "fabric", NULL);
-	char *argv[] = { (char *)env_bin("UMAD_SIM_CLI"), (char *)"create", fabric,
+	char *argv[] = { (char *)harness_env_bin("UMAD_SIM_CLI"), (char *)"create", fabric,
 			 (char *)"--preset", (char *)preset, NULL };
-	run_sync(argv);
+	harness_run_sync(argv);
 	return f;
 }
 
@@ -61,13 +61,13 @@ void fabric_cli(Fabric *f, const char *verb, const char *const *args)
 {
 	g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
 
-	g_ptr_array_add(argv, g_strdup(env_bin("UMAD_SIM_CLI")));
+	g_ptr_array_add(argv, g_strdup(harness_env_bin("UMAD_SIM_CLI")));
 	g_ptr_array_add(argv, g_strdup(verb));
 	g_ptr_array_add(argv, g_build_filename(f->dir, "fabric", NULL));
 	for (size_t i = 0; args && args[i]; i++)
 		g_ptr_array_add(argv, g_strdup(args[i]));
 	g_ptr_array_add(argv, NULL);
-	run_sync((char **)argv->pdata);
+	harness_run_sync((char **)argv->pdata);
 }
 
 void fabric_free(Fabric *f)
@@ -84,7 +84,7 @@ void fabric_free(Fabric *f)
 	g_free(f);
 }
 
-static bool socket_serves(const char *path)
+bool harness_socket_serves(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -112,8 +112,8 @@ static void daemon_spawn(Daemon *d)
 	{
 		const char *pre = g_environ_getenv(envp, "LD_PRELOAD");
 		g_autofree char *v = pre && *pre
-					     ? g_strdup_printf("%s:%s", pre, env_bin("UMAD_SIM_LIB"))
-					     : g_strdup(env_bin("UMAD_SIM_LIB"));
+					     ? g_strdup_printf("%s:%s", pre, harness_env_bin("UMAD_SIM_LIB"))
+					     : g_strdup(harness_env_bin("UMAD_SIM_LIB"));
 		envp = g_environ_setenv(envp, "LD_PRELOAD", v, TRUE);
 	}
 	fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -143,7 +143,7 @@ static void daemon_spawn(Daemon *d)
 	for (int i = 0; i < (wrapper && *wrapper ? 6000 : 500); i++) {
 		int status;
 
-		if (socket_serves(d->socket))
+		if (harness_socket_serves(d->socket))
 			return;
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			g_autofree char *out = daemon_output(d);
@@ -163,7 +163,7 @@ Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
 	d->ca = g_strdup(ca);
 	d->socket = g_strdup_printf("%s/mux-%s-1", f->dir, ca);
 	d->log = g_strdup_printf("%s/daemon-%s.log", f->dir, ca);
-	g_ptr_array_add(argv, g_strdup(env_bin("RDMACM_MUX_BIN")));
+	g_ptr_array_add(argv, g_strdup(harness_env_bin("RDMACM_MUX_BIN")));
 	g_ptr_array_add(argv, g_strdup("-d"));
 	g_ptr_array_add(argv, g_strdup(ca));
 	g_ptr_array_add(argv, g_strdup("-s"));

@@ -48,6 +48,13 @@ typedef struct Vm {
 	uint32_t tid;
 } Vm;
 
+/* The path in environment variable @name (set by meson), or abort. */
+const char *harness_env_bin(const char *name);
+/* Run @argv to completion; abort with its output unless it exits 0. */
+void harness_run_sync(char **argv);
+/* Whether something accepts connections on the UNIX socket @path. */
+bool harness_socket_serves(const char *path);
+
 /* A fabric from `umad-sim create DIR --preset NAME`. */
 Fabric *fabric_new(const char *preset);
 void fabric_free(Fabric *f);

@@ -64,12 +64,7 @@ die() {
 }
 
 # --- 1. Host checks ------------------------------------------------------------
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (scripts/setup.sh installs it)"
-if ! qerr=$(timeout 30 qemu-system-x86_64 -accel tcg -machine none \
-	-nodefaults -display none -monitor stdio -S <<<quit 2>&1); then
-	skip "qemu-system-x86_64 cannot start: ${qerr:-no output}"
-fi
+vm_require_qemu
 for tool in mmdebstrap apt-get apt-cache dpkg-deb busybox cpio depmod modinfo \
 	gzip xz make gcc readelf strip flock sha256sum; do
 	command -v "$tool" >/dev/null ||

@@ -21,27 +21,7 @@
 #include <unistd.h>
 
 #include "faults.h"
-
-static const char *env_bin(const char *name)
-{
-	const char *v = g_getenv(name);
-
-	if (!v)
-		g_error("%s is not set; run the soak through meson", name);
-	return v;
-}
-
-static bool socket_serves(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
-	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return ok;
-}
+#include "harness.h"
 
 SoakDaemon *soak_daemon_start(const char *dir, const char *fabric_dir, const char *ca,
 			      const char *const *extra)
@@ -56,7 +36,7 @@ SoakDaemon *soak_daemon_start(const char *dir, const char *fabric_dir, const cha
 	d->ca = g_strdup(ca);
 	d->socket = g_strdup_printf("%s/mux-%s-1", dir, ca);
 	d->log = g_strdup_printf("%s/daemon-%s.log", dir, ca);
-	g_ptr_array_add(argv, g_strdup(env_bin("RDMACM_MUX_BIN")));
+	g_ptr_array_add(argv, g_strdup(harness_env_bin("RDMACM_MUX_BIN")));
 	g_ptr_array_add(argv, g_strdup("-d"));
 	g_ptr_array_add(argv, g_strdup(ca));
 	g_ptr_array_add(argv, g_strdup("-s"));
@@ -73,8 +53,8 @@ SoakDaemon *soak_daemon_start(const char *dir, const char *fabric_dir, const cha
 	{
 		/* Behind whatever is preloaded already (gcc's ASan runtime). */
 		g_autofree char *v = pre && *pre
-					     ? g_strdup_printf("%s:%s", pre, env_bin("UMAD_SIM_LIB"))
-					     : g_strdup(env_bin("UMAD_SIM_LIB"));
+					     ? g_strdup_printf("%s:%s", pre, harness_env_bin("UMAD_SIM_LIB"))
+					     : g_strdup(harness_env_bin("UMAD_SIM_LIB"));
 		d->envp = g_environ_setenv(d->envp, "LD_PRELOAD", v, TRUE);
 	}
 
@@ -85,7 +65,7 @@ SoakDaemon *soak_daemon_start(const char *dir, const char *fabric_dir, const cha
 		g_error("cannot start rdmacm-mux: %s", err->message);
 	close(fd);
 	for (int i = 0; i < 1000; i++) {
-		if (socket_serves(d->socket))
+		if (harness_socket_serves(d->socket))
 			return d;
 		if (!soak_daemon_alive(d)) {
 			g_autofree char *out = soak_daemon_output(d);

@@ -164,19 +164,6 @@ static void parse_options(Options *o, int argc, char **argv)
 	}
 }
 
-static void run_cli(char **argv)
-{
-	g_autoptr(GError) err = NULL;
-	g_autofree char *out = NULL, *errout = NULL;
-	int status;
-
-	if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout, &status,
-			  &err))
-		g_error("cannot run %s: %s", argv[0], err->message);
-	if (!g_spawn_check_wait_status(status, &err))
-		g_error("%s failed: %s\n%s", argv[0], err->message, errout);
-}
-
 /* Both ports hold the GIDs of all their slots, holders included. */
 static void make_fabric(Soak *s)
 {
@@ -209,7 +196,7 @@ static void make_fabric(Soak *s)
 	g_ptr_array_add(argv, NULL);
 	if (!g_getenv("UMAD_SIM_CLI"))
 		g_error("UMAD_SIM_CLI is not set; run the soak through meson");
-	run_cli((char **)argv->pdata);
+	harness_run_sync((char **)argv->pdata);
 }
 
 static pid_t spawn_worker(Soak *s, unsigned i)

@@ -63,3 +63,15 @@ vm_cpio() {
 		cpio --quiet --null -o -H newc -R 0:0) | gzip -1 >"$out.tmp"
 	mv "$out.tmp" "$out"
 }
+
+# Calls the caller's skip() (exit 77) unless qemu-system-x86_64 is installed
+# and can start here: a host that cannot run qemu skips, it never passes.
+vm_require_qemu() {
+	local qerr
+	command -v qemu-system-x86_64 >/dev/null ||
+		skip "qemu-system-x86_64 is not installed (scripts/setup.sh installs it)"
+	if ! qerr=$(timeout 30 qemu-system-x86_64 -accel tcg -machine none \
+		-nodefaults -display none -monitor stdio -S <<<quit 2>&1); then
+		skip "qemu-system-x86_64 cannot start: ${qerr:-no output}"
+	fi
+}

@@ -78,12 +78,7 @@ die() {
 }
 
 # --- 1. Can this host run the VM at all? -----------------------------------
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (scripts/setup.sh installs it)"
-if ! qerr=$(timeout 30 qemu-system-x86_64 -accel tcg -machine none \
-	-nodefaults -display none -monitor stdio -S <<<quit 2>&1); then
-	skip "qemu-system-x86_64 cannot start: ${qerr:-no output}"
-fi
+vm_require_qemu
 for tool in busybox cpio depmod modinfo gzip ldd flock; do
 	command -v "$tool" >/dev/null ||
 		skip "host tool '$tool' is missing (scripts/setup.sh installs it)"
