@@ -1,0 +1,367 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Guest side of tests/vm-systemd, run by vmsd-test.service once the boot is
+# done. It creates rxe0/rxe1 on a veth pair (the guest's only network) and
+# checks rdmacm-mux as installed by "meson install" (the shipped units, the
+# modprobe.d file, the config file) under real systemd, udev and rdma-core.
+# The mode comes from the kernel command line (vmsd.mode=main|ibcm); see
+# vmsd-run.sh. Every check prints PASS/FAIL on the serial console; the last
+# line is "VMTEST-RESULT rc=<failed checks>", then the guest powers off.
+# Checks with "eval '...'" expand their variables when they run, on purpose:
+# shellcheck disable=SC2016
+set -uo pipefail
+exec >/dev/ttyS0 2>&1
+
+MODE=$(sed -n 's/.*vmsd\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
+B=/opt/vmsd/bin
+IP=/usr/sbin/ip
+UNIT=rdmacm-mux.service
+SOCK0=/run/rdmacm-mux-rxe0-1
+G11=::ffff:10.0.1.1 G12=::ffff:10.0.1.2 G21=::ffff:10.0.2.1
+# A GID that no port has: a client may register it (the default policy),
+# and the daemon refuses to send from it (no-port-gid).
+GX=::ffff:10.0.1.9
+FAILED=0
+T0=$(cut -d' ' -f1 /proc/uptime)
+
+stamp() { awk -v t0="$T0" '{ printf "%5.1f", $1 - t0 }' /proc/uptime; }
+pass() { echo "PASS: [$(stamp)] $*"; }
+fail() {
+	echo "FAIL: [$(stamp)] $*"
+	FAILED=$((FAILED + 1))
+}
+info() { echo "INFO: $*"; }
+# check DESCRIPTION COMMAND...: COMMAND must succeed.
+# Its locals have names no caller uses: "eval" runs in this scope.
+check() {
+	local _check_desc=$1 _check_rc
+	shift
+	"$@"
+	_check_rc=$?
+	if ((_check_rc == 0)); then
+		pass "$_check_desc"
+	else
+		fail "$_check_desc (exit $_check_rc: $*)"
+	fi
+}
+# matches STRING REGEX (for check, which cannot run [[ ]] itself).
+matches() { [[ $1 =~ $2 ]]; }
+# prop UNIT PROPERTY: one property, as "systemctl show" has it.
+prop() { systemctl show -P "$2" "$1"; }
+# wait_for SECS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
+wait_for() {
+	local n=0 max=$(($1 * 10))
+	shift
+	until "$@"; do
+		n=$((n + 1))
+		((n < max)) || return 1
+		sleep 0.1
+	done
+}
+has() { grep -qF -- "$2" "$1"; }
+pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+module_loaded() { grep -q "^$1 " /proc/modules; }
+unit_ran() { [[ $(prop "$1" ActiveState) == active || $(prop "$1" ActiveState) == failed ]]; }
+indent() { sed 's/^/    /'; }
+
+# Runs on every exit, also when a bug in this script stops it early: the
+# host always gets a verdict and the guest always powers off.
+DONE=0
+finish() {
+	((DONE)) || fail "the check script stopped early (exit status $1)"
+	if ((FAILED)); then
+		echo "----- journal of this boot (failure) -----"
+		journalctl -b -o short-monotonic --no-pager | tail -n 600
+		echo "----- end of journal -----"
+	fi
+	echo "VMTEST-RESULT rc=$FAILED"
+	systemctl --no-block poweroff
+}
+trap 'finish $?' EXIT
+
+# ---- boot and fabric -----------------------------------------------------------
+setup() {
+	local sr m
+	sr=$(timeout 120 systemctl is-system-running --wait)
+	check "the boot finished with no failed unit (is-system-running: $sr)" [ "$sr" = running ]
+	info "$(systemd-analyze time | head -n 1)"
+	info "$(systemctl --version | head -n 1); kernel $(uname -r); mode $MODE"
+	# What a package's postinst trigger does: librdmacm-mux is in the cache.
+	ldconfig
+	for m in crc32_generic rdma_rxe ib_umad ib_uverbs veth; do
+		modprobe "$m" || fail "modprobe $m"
+	done
+	for i in all default; do
+		echo 1 >"/proc/sys/net/ipv4/conf/$i/accept_local"
+		echo 0 >"/proc/sys/net/ipv4/conf/$i/rp_filter"
+	done
+	$IP link add veth0 type veth peer name veth1
+	for i in veth0 veth1; do
+		echo 1 >"/proc/sys/net/ipv4/conf/$i/accept_local"
+		echo 0 >"/proc/sys/net/ipv4/conf/$i/rp_filter"
+	done
+	$IP addr add 10.0.0.1/24 dev veth0
+	$IP addr add 10.0.1.1/32 dev veth0
+	$IP addr add 10.0.1.2/32 dev veth0
+	$IP addr add 10.0.0.2/24 dev veth1
+	$IP addr add 10.0.2.1/32 dev veth1
+	$IP addr add 10.0.2.2/32 dev veth1
+	$IP link set veth0 up
+	$IP link set veth1 up
+	$IP route add 10.0.2.0/24 dev veth0
+	$IP route add 10.0.1.0/24 dev veth1
+	for a in 10.0.0.2 10.0.2.1 10.0.2.2; do
+		$IP neigh replace "$a" lladdr "$(cat /sys/class/net/veth1/address)" dev veth0 nud permanent
+	done
+	for a in 10.0.0.1 10.0.1.1 10.0.1.2; do
+		$IP neigh replace "$a" lladdr "$(cat /sys/class/net/veth0/address)" dev veth1 nud permanent
+	done
+	rdma link add rxe0 type rxe netdev veth0
+	rdma link add rxe1 type rxe netdev veth1
+	check "rxe0 has the GIDs of 10.0.1.1-2" wait_for 10 gids_present rxe0 0a00:0101 0a00:0102
+	check "rxe1 has the GIDs of 10.0.2.1-2" wait_for 10 gids_present rxe1 0a00:0201 0a00:0202
+	udevadm settle
+	# rdma-core's udev rules start rdma-load-modules@rdma.service for the new
+	# devices (it loads rdma_ucm, and so ib_cm): let it finish first.
+	check "rdma-core's udev rules ran rdma-load-modules@rdma.service" \
+		wait_for 20 unit_ran rdma-load-modules@rdma.service
+	info "rdma-load-modules@rdma.service: $(prop rdma-load-modules@rdma.service ActiveState)/$(prop rdma-load-modules@rdma.service Result)"
+	journalctl -b -o cat --no-pager -u rdma-load-modules@rdma.service | indent
+	info "RDMA modules: $(grep -oE '^(ib_[a-z]+|rdma_[a-z]+|iw_cm|ib_cm) ' /proc/modules | tr -d '\n')"
+	info "$(echo /dev/infiniband/*)"
+}
+gids_present() {
+	local dev=$1 g have
+	shift
+	have=$(cat /sys/class/infiniband/"$dev"/ports/1/gids/* 2>/dev/null)
+	for g in "$@"; do
+		[[ $have == *"ffff:$g"* ]] || return 1
+	done
+}
+
+# ---- mode main -----------------------------------------------------------------
+main_mode() {
+	local rc out pid cg sec qx_pid qb1_pid
+
+	echo "=== (a) host preparation: the modprobe.d file keeps ib_cm away"
+	info "installed: $(prop $UNIT FragmentPath), $(prop rdmacm-mux@rxe1-1.service FragmentPath); config: $(prop $UNIT EnvironmentFiles)"
+	info "modprobe.d: $(echo /usr/lib/modprobe.d/rdmacm-mux.conf /usr/local/lib/modprobe.d/rdmacm-mux.conf /etc/modprobe.d/rdmacm-mux.conf 2>/dev/null | xargs -n1 | while read -r f; do [ ! -e "$f" ] || echo "$f"; done | tr '\n' ' ')"
+	info "$(modprobe -c | grep -E '^install ib_cm ')"
+	check "ib_cm is not loaded although rdma-core tried to load rdma_ucm" \
+		eval '! module_loaded ib_cm'
+	check "an explicit 'modprobe ib_cm' is refused" eval '! modprobe ib_cm 2>/dev/null'
+
+	echo "=== the templated, socket-activated instance rdmacm-mux@rxe1-1"
+	systemctl start rdmacm-mux@rxe1-1.socket
+	check "rdmacm-mux@rxe1-1.socket is listening" [ "$(prop rdmacm-mux@rxe1-1.socket ActiveState)" = active ]
+	check "systemd made /run/rdmacm-mux-rxe1-1" [ -S /run/rdmacm-mux-rxe1-1 ]
+	check "rdmacm-mux@rxe1-1.service waits for the first connect" \
+		[ "$(prop rdmacm-mux@rxe1-1.service ActiveState)" = inactive ]
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe1-1 -g $G21 -n qb1 serve -c 2 -t 90 \
+		>/tmp/qb1.out 2>&1 &
+	qb1_pid=$!
+	check "the first connect started rdmacm-mux@rxe1-1.service and REG worked" \
+		wait_for 20 has /tmp/qb1.out "registered $G21"
+	check "rdmacm-mux@rxe1-1.service is active" [ "$(prop rdmacm-mux@rxe1-1.service ActiveState)" = active ]
+	check "its control socket unit came along (/run/rdmacm-mux-rxe1-1.ctl)" [ -S /run/rdmacm-mux-rxe1-1.ctl ]
+	journalctl -b -o cat --no-pager -u rdmacm-mux@rxe1-1.service | grep -v '^Got \|^Received \|^Child ' | indent
+
+	echo "=== rdmacm-mux.service (the plain unit, RDMACM_MUX_DEVICE=rxe0) and READY=1"
+	systemd-analyze log-level debug
+	systemctl start $UNIT
+	rc=$?
+	# Right after "systemctl start" returns: a QEMU client connects, does
+	# REG and a whole CM handshake with qb1 on rxe1.
+	$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G11 -n qa1 connect $G21 >/tmp/qa1.out 2>&1
+	out=$?
+	systemd-analyze log-level info
+	check "systemctl start $UNIT returned 0" [ "$rc" -eq 0 ]
+	check "a QEMU client connected at once, REG worked and it connected to qb1 on rxe1 (exit $out)" \
+		has /tmp/qa1.out "connection 1 established with $G21"
+	indent </tmp/qa1.out
+	out=$($B/umad-probe expect-owned rxe0 1 2>&1)
+	check "the daemon owns the CM class on rxe0 ($out)" [ $? -eq 0 ]
+	check "$UNIT is active (running)" [ "$(prop $UNIT ActiveState)/$(prop $UNIT SubState)" = active/running ]
+	out=$(prop $UNIT StatusText)
+	check "StatusText is the daemon's STATUS= line: '$out'" matches "$out" \
+		'^[0-9]+ clients, [0-9]+ GIDs, [0-9]+ sessions; MADs relayed: [0-9]+ sent, [0-9]+ received$'
+	journalctl -b -o cat --no-pager -u $UNIT >/tmp/start.log
+	check "READY=1 came after the daemon registered the class and listened ('serving rxe0 port 1' before READY=1)" \
+		ready_after_serving /tmp/start.log
+	grep -E 'serving|READY=1|STATUS=|Started|ExecStartPost' /tmp/start.log | head -n 8 | indent
+	check "QEMU's path /run/rdmacm-mux-rxe0-1 is the unit's symlink into its RuntimeDirectory" \
+		[ "$(readlink $SOCK0)" = rdmacm-mux/rxe0-1 ]
+
+	echo "=== rdmacm-muxctl on both daemons"
+	out=$(rdmacm-muxctl --socket $SOCK0 status --json 2>&1)
+	rc=$?
+	check "rdmacm-muxctl --socket $SOCK0 status --json (through the .ctl symlink)" \
+		eval '[ $rc -eq 0 ] && [[ $out == *rxe0* ]]'
+	echo "$out" | head -n 20 | indent
+	out=$(rdmacm-muxctl --socket /run/rdmacm-mux-rxe1-1 status --json 2>&1)
+	rc=$?
+	check "rdmacm-muxctl on the socket-activated instance (systemd's control socket)" \
+		eval '[ $rc -eq 0 ] && [[ $out == *rxe1* ]]'
+
+	echo "=== the installed client library: pingpong through rdmacm-mux.service"
+	rdmacm-mux-pingpong -S $SOCK0 -g $G12 -n pa2 connect $G21 >/tmp/pa2.out 2>&1
+	check "rdmacm-mux-pingpong (librdmacm-mux from the install) connected to qb1 (exit $?)" \
+		has /tmp/pa2.out "connection 1 established with $G21"
+	check "qb1 served both connections" wait_for 20 pid_gone "$qb1_pid"
+	wait "$qb1_pid"
+	rc=$?
+	check "qb1 exited 0 (exit $rc) and saw both REQs" \
+		eval '[ $rc -eq 0 ] && [ "$(grep -c "<- REQ " /tmp/qb1.out)" -eq 2 ]'
+	indent </tmp/qb1.out
+
+	echo "=== journal fields: a refused MAD"
+	$B/rdmacm-mux-qemu-client -S $SOCK0 -g $GX -n qx connect $G21 >/tmp/qx.out 2>&1 &
+	qx_pid=$!
+	wait $qx_pid
+	check "a QEMU client sending from a GID the port lacks is refused (err_code -99)" \
+		has /tmp/qx.out "err_code -99"
+	indent </tmp/qx.out
+	journalctl -b --no-pager -o verbose -u $UNIT "GID=$GX" >/tmp/refused.txt
+	check "journal: the refusal has GID=$GX" grep -qx "    GID=$GX" /tmp/refused.txt
+	check "journal: ... ATTR=REQ" grep -qx '    ATTR=REQ' /tmp/refused.txt
+	check "journal: ... COMM_ID=0x00000001" grep -qx '    COMM_ID=0x00000001' /tmp/refused.txt
+	check "journal: ... CLIENT_PID=$qx_pid (the client's pid)" grep -qx "    CLIENT_PID=$qx_pid" /tmp/refused.txt
+	grep -E '^    (MESSAGE|PRIORITY|SYSLOG_IDENTIFIER|GID|ATTR|COMM_ID|CLIENT_PID|_SYSTEMD_UNIT)=' /tmp/refused.txt | indent
+	check "journal: qa1's entries carry CLIENT_PID=" \
+		eval '[ -n "$(journalctl -b --no-pager -o cat -u $UNIT CLIENT_PID=$(client_pid qa1))" ]'
+
+	echo "=== the sandbox: umad nodes and nothing else"
+	pid=$(prop $UNIT MainPID)
+	cg=$(prop $UNIT ControlGroup)
+	# Into the unit's cgroup (its device filter) and its mount namespace
+	# (its private /dev): the sandbox the running daemon has.
+	sh -c 'echo $$ >"/sys/fs/cgroup$1/cgroup.procs" && exec nsenter -t "$2" -m /bin/bash "$3"' \
+		probe "$cg" "$pid" /opt/vmsd/probe.sh >/tmp/probe.out 2>&1 <<<'' ||
+		true
+	indent </tmp/probe.out
+	check "the probe ran in $cg" has /tmp/probe.out "cgroup 0::$cg"
+	check "umad0 (rxe0) opens read-write" has /tmp/probe.out "/dev/infiniband/umad0: ok"
+	check "umad1 (rxe1) opens read-write (every umad minor is allowed, by design)" \
+		has /tmp/probe.out "/dev/infiniband/umad1: ok"
+	for d in uverbs0 uverbs1 issm0 issm1; do
+		check "$d is refused by the device policy" has /tmp/probe.out "/dev/infiniband/$d: Operation not permitted"
+	done
+	check "/dev/null opens (private /dev)" has /tmp/probe.out "/dev/null: ok"
+	check "the host's /dev/ttyS0 and /dev/mem are not in the private /dev" \
+		eval 'has /tmp/probe.out "/dev/ttyS0: absent" && has /tmp/probe.out "/dev/mem: absent"'
+	check "/dev/infiniband is read-only" has /tmp/probe.out "touch: Read-only file system"
+
+	echo "=== systemd-analyze security (in the guest)"
+	for u in $UNIT rdmacm-mux@rxe1-1.service; do
+		sec=$(systemd-analyze security --no-pager "$u" 2>&1 | tail -n 1)
+		info "$sec"
+		check "$u: exposure below 3.0 (the host-side gate's threshold)" exposure_below "$sec" 3.0
+	done
+
+	echo "=== stop"
+	systemd-analyze log-level debug
+	systemctl stop $UNIT
+	rc=$?
+	systemd-analyze log-level info
+	check "systemctl stop $UNIT returned 0" [ "$rc" -eq 0 ]
+	check "$UNIT: inactive, Result=success, status 0" \
+		[ "$(prop $UNIT ActiveState)/$(prop $UNIT Result)/$(prop $UNIT ExecMainStatus)" = inactive/success/0 ]
+	journalctl -b -o cat --no-pager -u $UNIT >/tmp/stop.log
+	check "the daemon sent STOPPING=1" grep -q 'Got notification message from PID .*STOPPING=1' /tmp/stop.log
+	check "the daemon logged 'shut down cleanly'" has /tmp/stop.log "shut down cleanly"
+	grep -E 'STOPPING=1|shut down|Stopp|Deactivated|ExecStopPost' /tmp/stop.log | indent
+	check "QEMU's symlink and the .ctl symlink are gone" eval '[ ! -e $SOCK0 ] && [ ! -L $SOCK0 ] && [ ! -L $SOCK0.ctl ]'
+	check "the RuntimeDirectory /run/rdmacm-mux is gone" [ ! -e /run/rdmacm-mux ]
+	out=$($B/umad-probe register rxe0 1 2>&1)
+	check "the CM class on rxe0 is free again (umad-probe register: ${out%%$'\n'*})" [ $? -eq 0 ]
+
+	systemctl stop rdmacm-mux@rxe1-1.service 2>/tmp/stop1.err
+	rc=$?
+	check "systemctl stop rdmacm-mux@rxe1-1.service returned 0" [ "$rc" -eq 0 ]
+	indent </tmp/stop1.err
+	check "... it exited 0 (Result=success)" [ "$(prop rdmacm-mux@rxe1-1.service Result)" = success ]
+	check "... its socket stays with the socket unit" \
+		eval '[ -S /run/rdmacm-mux-rxe1-1 ] && [ "$(prop rdmacm-mux@rxe1-1.socket ActiveState)" = active ]'
+	systemctl stop rdmacm-mux@rxe1-1.socket rdmacm-mux-control@rxe1-1.socket
+	check "stopping the sockets removes them (RemoveOnStop=yes)" \
+		eval '[ ! -e /run/rdmacm-mux-rxe1-1 ] && [ ! -e /run/rdmacm-mux-rxe1-1.ctl ]'
+
+	info "failed units: $(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ')"
+	check "no rdmacm-mux unit failed" eval '! systemctl list-units --failed --plain --no-legend | grep -q rdmacm-mux'
+}
+
+# exposure_below LINE LIMIT: the "Overall exposure level for U: N ..." LINE
+# has N < LIMIT.
+exposure_below() {
+	[[ $1 =~ exposure\ level\ for\ .*:\ ([0-9.]+) ]] &&
+		awk -v s="${BASH_REMATCH[1]}" -v max="$2" 'BEGIN { exit !(s < max) }'
+}
+
+# The journal order: the daemon's "serving DEV port N" line (after umad
+# registration and listen) comes before systemd's debug line for READY=1.
+ready_after_serving() {
+	local s r
+	s=$(grep -n 'serving rxe0 port 1' "$1" | head -n 1 | cut -d: -f1)
+	r=$(grep -n 'Got notification message from PID .*READY=1' "$1" | head -n 1 | cut -d: -f1)
+	[[ -n $s && -n $r ]] && ((s < r))
+}
+
+# The pid qa1 had, from the daemon's log line "client N (pid P, ...) gone".
+client_pid() {
+	journalctl -b -o cat --no-pager -u $UNIT | sed -n 's/.*client [0-9]* (pid \([0-9]*\), rdmacm-mux-qemu.*/\1/p' | head -n 1
+}
+
+# ---- mode ibcm -----------------------------------------------------------------
+ibcm_mode() {
+	local rc out n1 n2
+
+	echo "=== (b) no host preparation: rdma-core loads ib_cm, which owns the CM class"
+	check "the modprobe.d file is masked (no 'install ib_cm' rule)" \
+		eval '! modprobe -c | grep -q "^install ib_cm "'
+	check "rdma-core's rdma-load-modules@rdma.service loaded ib_cm" wait_for 20 module_loaded ib_cm
+	out=$($B/umad-probe expect-owned rxe0 1 2>&1)
+	check "ib_cm owns the CM class on rxe0 ($out)" [ $? -eq 0 ]
+
+	systemctl start $UNIT 2>/tmp/start.err
+	rc=$?
+	check "systemctl start $UNIT fails (exit $rc)" [ "$rc" -ne 0 ]
+	indent </tmp/start.err
+	check "$UNIT: failed, Result=exit-code, status 3" \
+		[ "$(prop $UNIT ActiveState)/$(prop $UNIT Result)/$(prop $UNIT ExecMainStatus)" = failed/exit-code/3 ]
+	journalctl -b -o cat --no-pager -u $UNIT >/tmp/fail.log
+	check "the journal has the actionable message" \
+		has /tmp/fail.log "the CM class is already owned on rxe0 port 1: unload ib_cm"
+	grep -E 'already owned|Main process|Failed' /tmp/fail.log | indent
+
+	# The templated instance, triggered by a client that waits in the
+	# socket's backlog: how often does systemd start a daemon that fails?
+	systemctl start rdmacm-mux@rxe0-1.socket
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe0-1 -g $G11 -n qa1 connect $G21 >/tmp/qa1.out 2>&1 &
+
+	# Watch for three RestartSec= periods (5 s): no restart may happen.
+	sleep 16
+	check "$UNIT did not restart in 16 s (NRestarts=$(prop $UNIT NRestarts))" [ "$(prop $UNIT NRestarts)" = 0 ]
+	check "$UNIT is still failed" [ "$(prop $UNIT ActiveState)" = failed ]
+	n1=$(journalctl -b -o cat --no-pager -u $UNIT | grep -c 'already owned')
+	check "the daemon ran once ($n1 'already owned' lines)" [ "$n1" -eq 1 ]
+	systemctl status --no-pager -n 0 $UNIT | indent
+
+	n2=$(journalctl -b -o cat --no-pager -u rdmacm-mux@rxe0-1.service | grep -c 'already owned')
+	info "rdmacm-mux@rxe0-1: $n2 daemon runs; service $(prop rdmacm-mux@rxe0-1.service ActiveState)/$(prop rdmacm-mux@rxe0-1.service Result), NRestarts $(prop rdmacm-mux@rxe0-1.service NRestarts); socket $(prop rdmacm-mux@rxe0-1.socket ActiveState)/$(prop rdmacm-mux@rxe0-1.socket Result)"
+	check "socket activation does not spin either: at most StartLimitBurst=5 runs in 16 s ($n2)" \
+		[ "$n2" -ge 1 -a "$n2" -le 5 ]
+	check "rdmacm-mux@rxe0-1.service ends failed" [ "$(prop rdmacm-mux@rxe0-1.service ActiveState)" = failed ]
+	journalctl -b -o cat --no-pager -u rdmacm-mux@rxe0-1.service -u rdmacm-mux@rxe0-1.socket |
+		grep -vE '^(Got|Received|Child|Passing|Trying|Converting|Changed|Sent|Service has no|Enqueued|Installed|Transaction|Unit|Looking)' | indent
+	wait
+	indent </tmp/qa1.out
+}
+
+setup
+case $MODE in
+main) main_mode ;;
+ibcm) ibcm_mode ;;
+*) fail "unknown vmsd.mode '$MODE'" ;;
+esac
+DONE=1

@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# systemd VM test runner (tests/vm-systemd): boots Debian's stock kernel
+# under qemu (TCG) with a real Debian 12 userspace (systemd 252 as PID 1,
+# udev, journald, rdma-core) as an initramfs, installs this build into it
+# the way a package would ("meson install --destdir" into the overlay), and
+# runs guest/vmsd-check.sh from a test unit. The verdict is the
+# VMTEST-RESULT line on the serial console. See README.md.
+#
+# --mode main: the shipped units on rxe0/rxe1 with the modprobe.d file in
+#              place (start, READY=1, relay, journal, sandbox, stop, socket
+#              activation, ib_cm kept away).
+# --mode ibcm: the same install with the modprobe.d file masked
+#              (/etc/modprobe.d/rdmacm-mux.conf -> /dev/null): ib_cm wins
+#              the CM class, the daemon exits 3, systemd must not spin.
+#
+# Cache (outside the tree): the kernel in tests/vm's cache dir
+# (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
+# a tar (sdroot-<key>.tar) and the uncompressed cpio made from it.
+#
+# Exit status: 0 pass, 1 fail (a check, a hang, a panic), 77 skip (no qemu,
+# no mmdebstrap, no root to build the rootfs, packages cannot be fetched),
+# 2 usage.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../vm/vm-host-lib.sh
+. "$here/../vm/vm-host-lib.sh"
+
+# Guest packages: systemd as PID 1, udev and rdma-core (its udev rules load
+# rdma_ucm, and so ib_cm, when an RDMA device appears: the race under test),
+# iproute2 for veth and "rdma link", and the daemon's runtime libraries.
+ROOTFS_PACKAGES=systemd,systemd-sysv,udev,kmod,iproute2,rdma-core,libibumad3,libglib2.0-0,libsystemd0
+# Modules the guest needs: soft-RoCE on veth, umad and uverbs (the sandbox
+# probe needs a uverbs node to be refused), and everything rdma-core's
+# /etc/rdma/modules/rdma.conf loads, so that its unit succeeds without our
+# modprobe.d file. crc32_generic is a hidden dependency of rdma_rxe.
+GUEST_MODULES="crc32_generic rdma_rxe ib_umad ib_uverbs veth rdma_ucm ib_iser xprtrdma svcrdma autofs4 configfs"
+
+usage() {
+	cat <<EOF
+usage: $0 --build-dir DIR [--mode main|ibcm] [--timeout SECS] [--log-dir DIR] [-v]
+  --build-dir DIR  a configured and built meson build dir (installed with
+                   "meson install --destdir" into the guest)
+  --mode MODE      main (default) or ibcm, see the header of this script
+  --timeout SECS   host limit for the VM run (default 480)
+  --log-dir DIR    serial logs (default DIR/tests/vm-systemd/logs)
+  -v               show the serial console while it runs
+Cache: \${RDMACM_MUX_VM_CACHE:-\${XDG_CACHE_HOME:-\$HOME/.cache}/rdmacm-mux/vm}.
+EOF
+}
+
+build_dir='' mode=main host_timeout=480 log_dir='' verbose=0
+while (($#)); do
+	case $1 in
+	--build-dir) build_dir=${2:?}; shift 2 ;;
+	--mode) mode=${2:?}; shift 2 ;;
+	--timeout) host_timeout=${2:?}; shift 2 ;;
+	--log-dir) log_dir=${2:?}; shift 2 ;;
+	-v | --verbose) verbose=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "vmsd: unknown argument $1" >&2; usage >&2; exit 2 ;;
+	esac
+done
+[[ -n $build_dir ]] || { usage >&2; exit 2; }
+[[ $mode == main || $mode == ibcm ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
+build_dir=$(cd "$build_dir" && pwd)
+log_dir=${log_dir:-$build_dir/tests/vm-systemd/logs}
+cache=${RDMACM_MUX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/vm}
+
+t_start=$SECONDS
+say() { echo "vmsd: $*"; }
+skip() {
+	echo "vmsd: SKIP: $*"
+	exit 77
+}
+die() {
+	echo "vmsd: FAIL: $*" >&2
+	exit 1
+}
+
+# --- 1. Can this host run it? -------------------------------------------------
+vm_require_qemu
+for tool in cpio depmod modprobe gzip flock meson tar; do
+	command -v "$tool" >/dev/null ||
+		skip "host tool '$tool' is missing (scripts/setup.sh installs it)"
+done
+for p in tests/tools/rdmacm-mux-qemu-client tests/vm/umad-probe; do
+	[[ -x $build_dir/$p ]] || die "$build_dir/$p is not built"
+done
+
+mkdir -p "$cache" "$log_dir"
+exec {lockfd}>"$cache/.lock"
+flock "$lockfd"
+
+# --- 2. Kernel: the same cache entry as tests/vm/vm-run.sh ---------------------
+kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
+}
+newest_cached_kernel() {
+	find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
+		-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-
+}
+fetch_kernel() {
+	local kpkg ver dir tmp k
+	kpkg=$(kernel_pkg)
+	if [[ -z $kpkg ]] && ((EUID == 0)); then
+		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
+		kpkg=$(kernel_pkg)
+	fi
+	if [[ -z $kpkg ]]; then
+		kroot=$(newest_cached_kernel)
+		[[ -n $kroot ]] || skip "apt cannot resolve linux-image-amd64 and no kernel is cached"
+		say "using cached kernel $kroot (apt cannot resolve linux-image-amd64)"
+		return
+	fi
+	ver=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null |
+		awk '/^Version:/ { print $2; exit }' || true)
+	[[ -n $ver ]] || skip "apt-cache shows no version of $kpkg"
+	dir=$cache/kernel-${kpkg}_${ver//:/%}
+	kroot=$dir
+	[[ -f $dir/.complete ]] && return
+	say "fetching $kpkg $ver (once; cached in $dir)"
+	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
+	if ! (cd "$tmp" && apt-get download -q "$kpkg=$ver") >"$cache/apt-download.log" 2>&1; then
+		rm -rf "$tmp"
+		skip "cannot download $kpkg: $(tail -n 3 "$cache/apt-download.log")"
+	fi
+	mkdir -p "$tmp/root"
+	dpkg-deb -x "$tmp"/*.deb "$tmp/root"
+	k=$(basename "$(echo "$tmp"/root/lib/modules/*)")
+	depmod -b "$tmp/root" "$k"
+	touch "$tmp/root/.complete"
+	rm -rf "$dir"
+	mv "$tmp/root" "$dir"
+	rm -rf "$tmp"
+}
+fetch_kernel
+kver=$(basename "$(echo "$kroot"/lib/modules/*)")
+kernel_image=$kroot/boot/vmlinuz-$kver
+[[ -f $kernel_image ]] || die "no kernel image $kernel_image"
+# vm-run.sh leaves the uncompressed PVH ELF next to it (about 3 s faster
+# under TCG); make it here too if it is missing.
+if [[ ! -f $kroot/vmlinux-$kver ]] && command -v xz >/dev/null &&
+	grep -qx 'CONFIG_PVH=y' "$kroot/boot/config-$kver" 2>/dev/null; then
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kernel_image" | head -n 1 | cut -d: -f1 || true)
+	if [[ -n $off ]] && xz -dc --single-stream <(tail -c +$((off + 1)) "$kernel_image") \
+		>"$kroot/vmlinux-$kver.tmp" 2>/dev/null &&
+		[[ $(head -c 4 "$kroot/vmlinux-$kver.tmp") == $'\x7fELF' ]]; then
+		mv "$kroot/vmlinux-$kver.tmp" "$kroot/vmlinux-$kver"
+	else
+		rm -f "$kroot/vmlinux-$kver.tmp"
+	fi
+fi
+[[ -f $kroot/vmlinux-$kver ]] && kernel_image=$kroot/vmlinux-$kver
+t_kernel=$SECONDS
+
+# --- 3. Rootfs: mmdebstrap -> tar (the cache), then an uncompressed cpio ------
+# The key covers what decides the content: suite, packages, recipe version.
+rootfs_key=$(printf '%s\n' bookworm essential "$ROOTFS_PACKAGES" sd-v1 | sha256sum | cut -c1-12)
+rootfs_tar=$cache/sdroot-$rootfs_key.tar
+base_cpio=$cache/sdroot-$rootfs_key.cpio
+if [[ ! -f $rootfs_tar ]]; then
+	command -v mmdebstrap >/dev/null ||
+		skip "mmdebstrap is not installed (scripts/setup.sh installs it)"
+	((EUID == 0)) || skip "building the guest rootfs needs root (mmdebstrap, device nodes)"
+	# The mirrors come from the host's apt configuration, pinned to bookworm.
+	uris=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' | sort -u || true)
+	[[ -n $uris ]] || uris=$(awk '$1 == "deb" { print ($2 ~ /^\[/ ? $3 : $2) }' \
+		/etc/apt/sources.list 2>/dev/null | sort -u || true)
+	[[ -n $uris ]] || skip "no apt mirror in /etc/apt/sources.list{,.d}"
+	sources=$(mktemp "${TMPDIR:-/tmp}/vmsd-sources.XXXXXX")
+	while read -r u; do
+		case $u in
+		*security*) suites=bookworm-security ;;
+		*) suites="bookworm bookworm-updates" ;;
+		esac
+		printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n' \
+			"$u" "$suites"
+	done <<<"$uris" >"$sources"
+	say "building the bookworm rootfs with mmdebstrap (once; cached as $rootfs_tar)"
+	# The name must end in .tar: mmdebstrap picks its output format from it.
+	rootfs_tmp=$cache/sdroot-$rootfs_key.tmp.tar
+	t0=$SECONDS
+	if ! mmdebstrap --variant=essential --include="$ROOTFS_PACKAGES" \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		bookworm "$rootfs_tmp" "$sources" >"$cache/mmdebstrap-sdroot.log" 2>&1; then
+		rm -rf "$rootfs_tmp" "$sources"
+		tail -n 20 "$cache/mmdebstrap-sdroot.log"
+		skip "mmdebstrap failed: the guest packages cannot be had (log: $cache/mmdebstrap-sdroot.log)"
+	fi
+	rm -f "$sources" "$base_cpio"
+	mv "$rootfs_tmp" "$rootfs_tar"
+	say "rootfs built in $((SECONDS - t0)) s ($(du -h "$rootfs_tar" | cut -f1))"
+	# Older rootfs versions are useless now.
+	find "$cache" -maxdepth 1 -name 'sdroot-*' ! -name "sdroot-$rootfs_key.*" -exec rm -rf {} +
+fi
+if [[ ! -f $base_cpio ]]; then
+	((EUID == 0)) || skip "unpacking the guest rootfs needs root (device nodes)"
+	t0=$SECONDS
+	x=$(mktemp -d "$cache/sdroot-x.XXXXXX")
+	tar -C "$x" --numeric-owner -xpf "$rootfs_tar"
+	# Uncompressed: the guest kernel unpacks it faster than it would gunzip it.
+	(cd "$x" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+		cpio --quiet --null -o -H newc) >"$base_cpio.tmp"
+	rm -rf "$x"
+	mv "$base_cpio.tmp" "$base_cpio"
+	say "rootfs cpio made in $((SECONDS - t0)) s"
+fi
+exec {lockfd}>&-
+t_prep=$SECONDS
+
+# --- 4. The overlay: modules, the installed build, the test driver ------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-vmsd.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+ov=$work/overlay
+mkdir -p "$ov"
+
+# Modules with their dependencies, resolved against the unpacked kernel.
+# -C /dev/null: the host's own modprobe.d (perhaps "install ib_cm
+# /bin/false") must not change what goes into the guest. They go under
+# usr/lib: lib is a symlink in the merged-/usr rootfs.
+mdir=$ov/usr/lib/modules/$kver
+mkdir -p "$mdir"
+for m in $GUEST_MODULES; do
+	modprobe -C /dev/null -d "$kroot" -S "$kver" --show-depends "$m" ||
+		die "module $m is not in $kroot"
+done | awk '$1 == "insmod" { print $2 }' | sort -u | while read -r ko; do
+	rel=${ko#"$kroot"/lib/modules/"$kver"/}
+	mkdir -p "$mdir/$(dirname "$rel")"
+	cp "$ko" "$mdir/$rel"
+done
+cp "$kroot/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$mdir/"
+depmod -b "$ov/usr" "$kver"
+
+# The package: everything "meson install" puts in place, as a .deb would.
+if ! meson install -C "$build_dir" --destdir "$ov" --no-rebuild --quiet \
+	>"$work/install.log" 2>&1; then
+	cat "$work/install.log" >&2
+	die "meson install --destdir failed"
+fi
+for d in lib lib64 bin sbin; do
+	[[ ! -e $ov/$d ]] || die "the install created /$d in the overlay; it would hide the rootfs's /$d symlink"
+done
+unit=$(find "$ov" -path '*/systemd/system/rdmacm-mux.service' | head -n 1)
+[[ -n $unit ]] || die "meson install put no rdmacm-mux.service into the overlay"
+# The config file the unit reads (EnvironmentFile=-SYSCONFDIR/rdmacm-mux.conf):
+# what an administrator writes after installing the package.
+conf=$(sed -n 's/^EnvironmentFile=-\(.*rdmacm-mux\.conf\)$/\1/p' "$unit" | head -n 1)
+[[ -n $conf ]] || die "no EnvironmentFile=-.../rdmacm-mux.conf in $unit"
+mkdir -p "$ov/$(dirname "$conf")"
+printf '%s\n' '# written by tests/vm-systemd' 'RDMACM_MUX_DEVICE=rxe0' >"$ov/$conf"
+
+# Test programs, not part of the package (libc and libibumad only; the host
+# is Debian 12 like the guest).
+mkdir -p "$ov/opt/vmsd/bin"
+cp "$build_dir/tests/tools/rdmacm-mux-qemu-client" "$build_dir/tests/vm/umad-probe" "$ov/opt/vmsd/bin/"
+install -m 0755 "$here/guest/vmsd-check.sh" "$ov/opt/vmsd/vmsd-check.sh"
+install -m 0755 "$here/guest/vmsd-probe.sh" "$ov/opt/vmsd/probe.sh"
+
+# The test unit, started when the boot is done, and units that only cost
+# boot time on a serial-only VM, masked.
+sd=$ov/etc/systemd/system
+mkdir -p "$sd/multi-user.target.wants"
+cp "$here/guest/vmsd-test.service" "$sd/"
+ln -s ../vmsd-test.service "$sd/multi-user.target.wants/vmsd-test.service"
+for u in getty-static.service getty@tty1.service serial-getty@ttyS0.service \
+	systemd-update-utmp.service systemd-update-utmp-runlevel.service; do
+	ln -s /dev/null "$sd/$u"
+done
+echo 5eb1c0de5eb1c0de5eb1c0de5eb1c0de >"$ov/etc/machine-id"
+echo vmsd >"$ov/etc/hostname"
+# --mode ibcm: the host preparation undone the way the file itself says.
+if [[ $mode == ibcm ]]; then
+	mkdir -p "$ov/etc/modprobe.d"
+	ln -s /dev/null "$ov/etc/modprobe.d/rdmacm-mux.conf"
+fi
+vm_cpio "$ov" "$work/overlay.cpio.gz"
+cat "$base_cpio" "$work/overlay.cpio.gz" >"$work/initrd"
+t_pack=$SECONDS
+
+# --- 5. Boot ---------------------------------------------------------------------
+log=$log_dir/vmsd-$mode.log
+say "booting $kver, mode $mode (serial log: $log)"
+qemu=(timeout --foreground -k 5 "$host_timeout"
+	qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2
+	-nographic -no-reboot -nodefaults -no-user-config -serial stdio
+	-kernel "$kernel_image" -initrd "$work/initrd"
+	-append "console=ttyS0 rdinit=/sbin/init panic=-1 loglevel=4 systemd.show_status=error vmsd.mode=$mode")
+t_boot=$SECONDS
+set +e
+if ((verbose)); then
+	"${qemu[@]}" </dev/null 2>&1 | tee "$log"
+	qrc=${PIPESTATUS[0]}
+else
+	"${qemu[@]}" </dev/null >"$log" 2>&1
+	qrc=$?
+fi
+set -e
+t_end=$SECONDS
+
+# --- 6. Verdict: the guest's VMTEST-RESULT line (qemu's status is only a hint) ---
+clean=$(tr -d '\r' <"$log")
+((verbose)) || grep -E '^(PASS|FAIL|INFO|VMTEST-)' <<<"$clean" || true
+result=$(grep -o 'VMTEST-RESULT rc=[0-9]*' <<<"$clean" | tail -n 1 | cut -d= -f2 || true)
+say "timing: kernel $((t_kernel - t_start)) s, rootfs $((t_prep - t_kernel)) s, pack $((t_pack - t_prep)) s, boot+checks $((t_end - t_boot)) s, total $((t_end - t_start)) s"
+if [[ -z $result ]]; then
+	((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
+	if ((qrc == 124 || qrc == 137)); then
+		die "the guest did not finish within ${host_timeout}s (hang)"
+	fi
+	die "the guest stopped without a verdict (panic or crash; qemu status $qrc)"
+fi
+if ((result != 0)); then
+	((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
+	die "mode $mode: $(grep -c '^FAIL' <<<"$clean" || true) check(s) failed (rc=$result)"
+fi
+say "PASS: mode $mode"
