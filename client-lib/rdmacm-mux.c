@@ -1110,7 +1110,7 @@ static int connect_socket(struct rdmacm_mux *m, const char *path,
 static int handshake(struct rdmacm_mux *m, uint64_t deadline)
 {
 	struct rdmacm_mux_hello hello;
-	uint32_t ticket;
+	uint32_t ticket = 0;
 	size_t idx;
 	int r;
 

@@ -71,7 +71,6 @@ void client_free(Client *c)
 {
 	if (!c)
 		return;
-	sd_event_source_disable_unref(c->io);
 	if (c->fd >= 0)
 		close(c->fd);
 	queue_release(&c->resp);
@@ -85,7 +84,16 @@ void client_free(Client *c)
 int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 {
 	if (c->in_len - c->in_off < FRAME_SIZE) {
+		size_t room;
 		ssize_t n;
+
+		/* The last recv() came back short, so the socket was empty
+		 * then: end this batch instead of asking again (epoll is level
+		 * triggered, so data that came since wakes us anyway). */
+		if (c->input_drained) {
+			c->input_drained = false;
+			return 0;
+		}
 
 		/* Move the partial frame to the front and refill. */
 		if (c->in_off > 0) {
@@ -93,7 +101,8 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 			c->in_len -= c->in_off;
 			c->in_off = 0;
 		}
-		n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, MSG_DONTWAIT);
+		room = sizeof(c->in) - c->in_len;
+		n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
 		if (n < 0)
 			return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
 		if (n == 0)
@@ -101,6 +110,7 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 		c->in_len += (size_t)n;
 		if (c->in_len < FRAME_SIZE)
 			return 0;
+		c->input_drained = (size_t)n < room;
 	}
 	memcpy(out, c->in + c->in_off, FRAME_SIZE);
 	c->in_off += FRAME_SIZE;
@@ -250,17 +260,4 @@ unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_
 	c->out_src = 0;
 	c->out_off = 0;
 	return n;
-}
-
-int client_update_events(Client *c)
-{
-	uint32_t events = 0;
-
-	if (!c->io)
-		return 0;
-	if (!c->reading_paused)
-		events |= EPOLLIN;
-	if (client_queued(c) > 0)
-		events |= EPOLLOUT;
-	return sd_event_source_set_io_events(c->io, events);
 }

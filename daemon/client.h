@@ -18,7 +18,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <systemd/sd-event.h>
 
 #include "rdmacm-mux-proto.h"
 #include "session-table.h"
@@ -43,8 +42,7 @@ typedef struct ClientGid {
 typedef struct Client {
 	uint32_t id; /* unique among live clients; reuse is delayed 2^32 ids */
 	void *owner; /* the relay serving this client */
-	int fd;
-	sd_event_source *io;
+	int fd; /* in the relay's epoll set while connected */
 	struct ucred cred;
 	char comm[32];
 	uint64_t connected_usec;
@@ -52,6 +50,7 @@ typedef struct Client {
 	uint8_t in[CLIENT_INPUT_FRAMES * sizeof(struct rdmacm_mux_msg)];
 	size_t in_len;
 	size_t in_off;
+	bool input_drained; /* the last recv() did not fill the buffer */
 
 	FrameQueue resp;
 	FrameQueue mad;
@@ -106,8 +105,5 @@ uint32_t client_queued(const Client *c);
 unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
 		      void *userdata);
 
-/* Set the event mask from the state: EPOLLIN unless paused, EPOLLOUT
- * while frames wait. */
-int client_update_events(Client *c);
 
 #endif /* RDMACM_MUX_CLIENT_H */

@@ -103,7 +103,11 @@ int gid_table_reload(GidTable *t)
 			g_hash_table_insert(by_gid, gids[k].raw, GUINT_TO_POINTER(k + 1));
 	}
 
-	if (size != t->size || memcmp(gids, t->gids, (size_t)size * 16) != 0)
+	/* Any change to what gid_table_find() answers (an entry, or the type
+	 * that decides between two entries) is a new generation: callers
+	 * cache indexes by it. */
+	if (size != t->size || memcmp(gids, t->gids, (size_t)size * 16) != 0 ||
+	    (size && memcmp(types, t->types, size) != 0))
 		t->generation++;
 	g_free(t->gids);
 	g_free(t->types);

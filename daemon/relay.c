@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <glib.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -41,6 +42,16 @@
 #define QP1_QKEY 0x80010000u
 #define RECV_ERRORS_FATAL 1000 /* consecutive umad read failures */
 #define DEFAULT_HOP_LIMIT 64
+#define CLIENT_CACHE_SLOTS 256 /* a power of two */
+#define CLIENT_EVENTS 64 /* ready client sockets served per dispatch */
+/* From this many sessions on, a batch prefetches its lookups (see
+ * session_table_prefetch_wire_id()); below, the table sits in the cache. */
+#define PREFETCH_SESSIONS 65536u
+
+/* relay_deliver() zeroes a frame in parts: no padding before the MAD. */
+_Static_assert(offsetof(struct rdmacm_mux_msg, umad.hdr) + sizeof(struct rdmacm_mux_umad_hdr) ==
+		       offsetof(struct rdmacm_mux_msg, umad.mad),
+	       "the MAD follows the umad header");
 
 struct Relay {
 	sd_event *event;
@@ -50,11 +61,24 @@ struct Relay {
 	GHashTable *clients;	/* id -> Client* (owned) */
 	GHashTable *gid_owners; /* 16-byte GID (owned key) -> Client* */
 	sd_event_source *umad_io;
+	/* Client sockets are in an epoll set of ours, itself one event source:
+	 * one sd-event dispatch serves every client that is ready, instead of
+	 * one dispatch (and one epoll_wait) per client and wake-up. */
+	int client_ep;
+	sd_event_source *clients_io;
+	uint32_t *fd_events; /* events registered for each client fd */
+	size_t n_fd_events;
+	UmadBuffer *rx_batch; /* UMAD_BATCH received MADs, delivered together */
+	size_t *rx_len;
 	sd_event_source *timer;
 	uint64_t timer_armed_at;
 	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
 	GArray *sinks;	  /* EventSink */
 	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
+	uint64_t dispatch_now; /* sd_event_now() of the dispatch under way, 0 outside */
+	/* id -> client for the per-MAD paths, in front of @clients: slot id % N,
+	 * checked against the id, cleared when the client goes */
+	Client *client_cache[CLIENT_CACHE_SLOTS];
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
@@ -102,6 +126,9 @@ static uint64_t relay_now(const Relay *r)
 
 	if (r->driver_now)
 		return r->driver_now;
+	/* sd_event_now() is the same for the whole of one dispatch */
+	if (r->dispatch_now)
+		return r->dispatch_now;
 	if (sd_event_now(r->event, CLOCK_MONOTONIC, &now) < 0)
 		now = now_usec();
 	return now;
@@ -196,10 +223,24 @@ static void relay_mark_dirty(Relay *r, Client *c)
 	g_ptr_array_add(r->dirty, c);
 }
 
+/* The live client with @id, or NULL. */
+static Client *relay_client(Relay *r, uint32_t id)
+{
+	Client **slot = &r->client_cache[id & (CLIENT_CACHE_SLOTS - 1)];
+	Client *c = *slot;
+
+	if (c && c->id == id)
+		return c;
+	c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(id));
+	if (c)
+		*slot = c;
+	return c;
+}
+
 static SessionList *session_owner(void *userdata, uint32_t client_id)
 {
 	Relay *r = userdata;
-	Client *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(client_id));
+	Client *c = relay_client(r, client_id);
 
 	return c ? &c->sessions : NULL;
 }
@@ -236,9 +277,29 @@ static void relay_drop_client(Relay *r, Client *c, const char *why)
 	session_table_remove_all(r->sessions, &c->sessions);
 	if (c->dirty)
 		g_ptr_array_remove_fast(r->dirty, c);
+	if (r->client_cache[c->id & (CLIENT_CACHE_SLOTS - 1)] == c)
+		r->client_cache[c->id & (CLIENT_CACHE_SLOTS - 1)] = NULL;
 	/* Removing from the table frees the client (and closes its fd). */
 	g_hash_table_remove(r->clients, GUINT_TO_POINTER(c->id));
 	relay_schedule_timer(r);
+}
+
+/* EPOLLIN unless paused, EPOLLOUT while frames wait; a syscall only when
+ * that changes. */
+static void relay_update_events(Relay *r, Client *c)
+{
+	struct epoll_event ev = { .data.u64 = c->id };
+
+	if (c->fd < 0 || (size_t)c->fd >= r->n_fd_events)
+		return;
+	if (!c->reading_paused)
+		ev.events |= EPOLLIN;
+	if (client_queued(c) > 0)
+		ev.events |= EPOLLOUT;
+	if (ev.events == r->fd_events[c->fd])
+		return;
+	if (epoll_ctl(r->client_ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		r->fd_events[c->fd] = ev.events;
 }
 
 /* Write what is queued; returns false when the client had to go. */
@@ -257,7 +318,7 @@ static bool relay_flush_client(Relay *r, Client *c)
 	}
 	if (c->reading_paused && !client_responses_full(c))
 		c->reading_paused = false;
-	(void)client_update_events(c);
+	relay_update_events(r, c);
 	return true;
 }
 
@@ -471,6 +532,9 @@ static void session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64
 	if (s->state == SESSION_CLOSING && attr != CM_ATTR_DREQ && attr != CM_ATTR_DREP &&
 	    attr != CM_ATTR_REJ)
 		return;
+	/* The common case: an RTU (or repeat) on an established session. */
+	if (attr == CM_ATTR_RTU && s->state == SESSION_ESTABLISHED && s->timer == SESSION_TIMER_NONE)
+		return;
 	switch (attr) {
 	case CM_ATTR_REP:
 		s->state = rx ? SESSION_REP_RCVD : SESSION_REP_SENT;
@@ -670,6 +734,7 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 	TxContext t = { .client = c, .buf = &buf };
 	struct rdmacm_mux_mad_addr *a = &buf.hdr.addr;
 	uint64_t now = relay_now(r);
+	ClientGid *cg;
 	int gid_index, err;
 
 	t.sgid = req->hdr.sgid.raw;
@@ -686,7 +751,10 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 						: TX_REJECT_MALFORMED;
 		goto refused;
 	}
-	if (g_hash_table_lookup(r->gid_owners, t.sgid) != c) {
+	/* A GID has one owner, and it is in the owner's list (and only
+	 * there): the short list answers what gid_owners would. */
+	cg = client_find_gid(c, t.sgid);
+	if (!cg) {
 		err = tx_fail(&t, TX_REJECT_FOREIGN_SGID, -EACCES);
 		goto refused;
 	}
@@ -718,23 +786,26 @@ static int relay_send_mad(Relay *r, Client *c, const struct rdmacm_mux_msg *req)
 	buf.hdr.retries = 0;
 	buf.hdr.length = 0;
 	if (r->port->roce || a->grh_present) {
-		ClientGid *cg = client_find_gid(c, t.sgid);
+		unsigned generation = gid_table_generation(r->port->gids);
 
 		if (gid_is_zero(t.dest)) {
 			err = tx_fail(&t, TX_REJECT_NO_DESTINATION, -EDESTADDRREQ);
 			goto refused;
 		}
-		gid_index = gid_table_find(r->port->gids, t.sgid);
+		/* The index found last time holds while the table is the same
+		 * (every reload that changes an entry bumps the generation). */
+		if (cg->gid_index >= 0 && cg->table_generation == generation)
+			gid_index = cg->gid_index;
+		else
+			gid_index = gid_table_find(r->port->gids, t.sgid);
 		/* An index the umad header cannot carry would be cut to 8
 		 * bits and send from another client's GID. */
 		if (gid_index < 0 || gid_index >= GID_TABLE_UMAD_INDEXES) {
 			err = tx_fail(&t, TX_REJECT_NO_PORT_GID, -EADDRNOTAVAIL);
 			goto refused;
 		}
-		if (cg) {
-			cg->gid_index = gid_index;
-			cg->table_generation = gid_table_generation(r->port->gids);
-		}
+		cg->gid_index = gid_index;
+		cg->table_generation = gid_table_generation(r->port->gids);
 		a->grh_present = 1;
 		a->gid_index = (uint8_t)gid_index;
 		memcpy(a->gid, t.dest, 16);
@@ -895,17 +966,38 @@ static bool relay_handle_request(Relay *r, Client *c, struct rdmacm_mux_msg *m)
 	return true;
 }
 
-static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+/* The sessions the frames just read will look up (tx_continue()): start
+ * loading them, buckets first (see session_table_prefetch_wire_id()). */
+static void tx_prefetch(Relay *r, const Client *c)
 {
-	Client *c = userdata;
-	Relay *r = c->owner;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t off = c->in_off; off + RDMACM_MUX_FRAME_SIZE <= c->in_len;
+		     off += RDMACM_MUX_FRAME_SIZE) {
+			const uint8_t *f = c->in + off;
+			const uint8_t *mad = f + offsetof(struct rdmacm_mux_msg, umad.mad);
+			uint32_t op;
+			int32_t len;
+			uint16_t attr;
+
+			memcpy(&op, f + offsetof(struct rdmacm_mux_msg, hdr.op_code), sizeof(op));
+			memcpy(&len, f + offsetof(struct rdmacm_mux_msg, umad_len), sizeof(len));
+			if (op != RDMACM_MUX_OP_CODE_MAD || len < 32)
+				continue;
+			attr = get_be16(mad + 16);
+			if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
+				continue;
+			session_table_prefetch_client_comm_id(r->sessions, c->id,
+							      cm_get_local_comm_id(mad), pass == 1);
+		}
+}
+
+static void client_io(Relay *r, Client *c, uint32_t revents)
+{
 	struct rdmacm_mux_msg m;
 
-	(void)s;
-	(void)fd;
 	if (revents & EPOLLOUT) {
 		if (!relay_flush_client(r, c))
-			return 0;
+			return;
 	}
 	if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 		for (int n = 0; n < CLIENT_BATCH && !c->reading_paused; n++) {
@@ -923,17 +1015,42 @@ static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *user
 									  : "read error");
 				relay_flush_dirty(r);
 				relay_schedule_timer(r);
-				return 0;
+				return;
 			}
+			/* the first frame of a fresh read: the rest are behind it */
+			if (c->in_off == RDMACM_MUX_FRAME_SIZE &&
+			    session_table_count(r->sessions) >= PREFETCH_SESSIONS)
+				tx_prefetch(r, c);
 			if (!relay_handle_request(r, c, &m)) {
 				relay_flush_dirty(r);
 				relay_schedule_timer(r);
-				return 0;
+				return;
 			}
 		}
 	}
 	relay_flush_dirty(r);
 	relay_schedule_timer(r);
+}
+
+static int on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	Relay *r = userdata;
+	struct epoll_event evs[CLIENT_EVENTS];
+	int n;
+
+	(void)s;
+	(void)fd;
+	(void)revents;
+	n = epoll_wait(r->client_ep, evs, CLIENT_EVENTS, 0);
+	r->dispatch_now = relay_now(r);
+	for (int i = 0; i < n; i++) {
+		/* by id: serving one client may drop another (a failed flush) */
+		Client *c = relay_client(r, (uint32_t)evs[i].data.u64);
+
+		if (c)
+			client_io(r, c, evs[i].events);
+	}
+	r->dispatch_now = 0;
 	return 0;
 }
 
@@ -957,11 +1074,24 @@ int relay_add_client(Relay *r, int fd)
 
 	c = client_new(id, fd, r->cfg.max_queued, r->cfg.max_pending);
 	c->owner = r;
-	e = sd_event_add_io(r->event, &c->io, fd, EPOLLIN, on_client_io, c);
+	if ((size_t)fd >= r->n_fd_events) {
+		size_t n = (size_t)fd + 1 > 2 * r->n_fd_events ? (size_t)fd + 1 : 2 * r->n_fd_events;
+
+		r->fd_events = g_renew(uint32_t, r->fd_events, n);
+		memset(r->fd_events + r->n_fd_events, 0, (n - r->n_fd_events) * sizeof(uint32_t));
+		r->n_fd_events = n;
+	}
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = id };
+
+		e = epoll_ctl(r->client_ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+	}
 	if (e < 0) {
 		client_free(c);
 		return e;
 	}
+	/* closing the fd (client_free) takes it out of the set */
+	r->fd_events[fd] = EPOLLIN;
 	g_hash_table_insert(r->clients, GUINT_TO_POINTER(id), c);
 	r->counters.clients_accepted++;
 	log_info("client %u connected on fd %d: pid %d uid %d (%s)", id, fd, (int)c->cred.pid,
@@ -1058,7 +1188,7 @@ static bool rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr, u
 		if (s->state == SESSION_REQ_RCVD || s->state == SESSION_SIDR_RCVD)
 			session_table_arm(r->sessions, h,
 					  sidr ? SESSION_TIMER_SIDR : SESSION_TIMER_HANDSHAKE, now);
-		c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(s->client_id));
+		c = relay_client(r, s->client_id);
 		rt->local_gid = s->local_gid;
 	}
 	rt->client = c;
@@ -1093,7 +1223,7 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 		rt->drop = RX_DROP_NO_SESSION;
 		return false;
 	}
-	rt->client = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(s->client_id));
+	rt->client = relay_client(r, s->client_id);
 	if (!rt->client) {
 		rt->drop = RX_DROP_NO_SESSION;
 		return false;
@@ -1173,14 +1303,18 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		return;
 	}
 
-	/* Build the frame from zero: nothing stale may reach a client. */
-	memset(&m, 0, sizeof(m));
+	/* Build the frame from zero: nothing stale may reach a client. Every
+	 * byte is written once: zeros up to the umad header (padding too),
+	 * the header and the MAD copied, zeros after the MAD to the end. */
+	memset(&m, 0, offsetof(struct rdmacm_mux_msg, umad));
 	m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 	m.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
 	memcpy(m.hdr.sgid.raw, rt.local_gid, 16);
 	m.umad_len = (int32_t)len;
-	m.umad.hdr = buf->hdr;
+	memcpy(&m.umad.hdr, &buf->hdr, sizeof(m.umad.hdr));
 	memcpy(m.umad.mad, buf->mad, len);
+	/* the rest of the MAD and the frame's tail padding */
+	memset(m.umad.mad + len, 0, sizeof(m) - offsetof(struct rdmacm_mux_msg, umad.mad) - len);
 
 	if (client_queue_mad(rt.client, &m) < 0) {
 		r->counters.rx_drop[RX_DROP_QUEUE_FULL]++;
@@ -1195,47 +1329,80 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	relay_emit(r, &ev, rt.client);
 }
 
+/* Start loading the session an inbound MAD will be routed by (see
+ * rx_route_session()); @head: the second pass, once buckets are in. */
+static void rx_prefetch(Relay *r, const UmadBuffer *buf, size_t len, bool head)
+{
+	uint16_t attr;
+	uint32_t wire;
+
+	if (buf->hdr.status != 0 || len < 32)
+		return;
+	attr = get_be16(buf->mad + 16);
+	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
+		return;
+	wire = cm_get_remote_comm_id(buf->mad);
+	if (wire)
+		session_table_prefetch_wire_id(r->sessions, wire, head);
+}
+
+static void umad_io(Relay *r)
+{
+	int n = 0, e = 0;
+
+	/* Take the batch first, then route it: in a big table the lookups'
+	 * cache misses then overlap (prefetch), instead of one per MAD. */
+	while (n < UMAD_BATCH) {
+		size_t len = 0;
+
+		e = umad_port_recv(r->port, &r->rx_batch[n], &len);
+		if (e < 0)
+			break;
+		r->recv_errors_in_a_row = 0;
+		r->rx_len[n++] = len;
+	}
+	if (n > 1 && session_table_count(r->sessions) >= PREFETCH_SESSIONS)
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < n; i++)
+				rx_prefetch(r, &r->rx_batch[i], r->rx_len[i], pass == 1);
+	for (int i = 0; i < n; i++)
+		relay_deliver(r, &r->rx_batch[i], r->rx_len[i]);
+
+	if (e == -EIO || e == -ENODEV || e == -ENXIO) {
+		log_error("the umad device of %s port %d went away (%s): exiting so "
+			  "that it can be restarted when the device is back",
+			  r->port->dev, r->port->port, strerror(-e));
+		(void)sd_event_exit(r->event, -ENODEV);
+		return;
+	}
+	if (e < 0 && e != -EAGAIN) {
+		r->counters.recv_errors++;
+		/* A port that fails every read would keep the loop busy
+		 * forever: give up and let systemd restart us. */
+		if (++r->recv_errors_in_a_row >= RECV_ERRORS_FATAL) {
+			log_error("receiving from %s port %d failed %u times in a row (%s): "
+				  "exiting", r->port->dev, r->port->port,
+				  r->recv_errors_in_a_row, strerror(-e));
+			(void)sd_event_exit(r->event, -EIO);
+			return;
+		}
+		log_ratelimited(LOG_WARNING, NULL, "receiving from %s port %d failed: %s",
+				r->port->dev, r->port->port, strerror(-e));
+	}
+	relay_flush_dirty(r);
+	relay_schedule_timer(r);
+}
+
 static int on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	Relay *r = userdata;
-	UmadBuffer buf;
 
 	(void)s;
 	(void)fd;
 	(void)revents;
-	for (int n = 0; n < UMAD_BATCH; n++) {
-		size_t len = 0;
-		int e = umad_port_recv(r->port, &buf, &len);
-
-		if (e == -EAGAIN)
-			break;
-		if (e == -EIO || e == -ENODEV || e == -ENXIO) {
-			log_error("the umad device of %s port %d went away (%s): exiting so "
-				  "that it can be restarted when the device is back",
-				  r->port->dev, r->port->port, strerror(-e));
-			(void)sd_event_exit(r->event, -ENODEV);
-			return 0;
-		}
-		if (e < 0) {
-			r->counters.recv_errors++;
-			/* A port that fails every read would keep the loop busy
-			 * forever: give up and let systemd restart us. */
-			if (++r->recv_errors_in_a_row >= RECV_ERRORS_FATAL) {
-				log_error("receiving from %s port %d failed %u times in a row (%s): "
-					  "exiting", r->port->dev, r->port->port,
-					  r->recv_errors_in_a_row, strerror(-e));
-				(void)sd_event_exit(r->event, -EIO);
-				return 0;
-			}
-			log_ratelimited(LOG_WARNING, NULL, "receiving from %s port %d failed: %s",
-					r->port->dev, r->port->port, strerror(-e));
-			break;
-		}
-		r->recv_errors_in_a_row = 0;
-		relay_deliver(r, &buf, len);
-	}
-	relay_flush_dirty(r);
-	relay_schedule_timer(r);
+	r->dispatch_now = relay_now(r);
+	umad_io(r);
+	r->dispatch_now = 0;
 	return 0;
 }
 
@@ -1266,6 +1433,9 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	Relay *r = g_new0(Relay, 1);
 	int e;
 
+	r->client_ep = -1;
+	r->rx_batch = g_new(UmadBuffer, UMAD_BATCH);
+	r->rx_len = g_new(size_t, UMAD_BATCH);
 	r->event = sd_event_ref(event);
 	r->port = port;
 	r->cfg = *cfg;
@@ -1285,7 +1455,15 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return -ENOMEM;
 	}
+	r->client_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (r->client_ep < 0) {
+		e = -errno;
+		relay_free(r);
+		return e;
+	}
 	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, on_umad_io, r);
+	if (e >= 0)
+		e = sd_event_add_io(event, &r->clients_io, r->client_ep, EPOLLIN, on_clients_io, r);
 	if (e >= 0)
 		e = sd_event_add_time(event, &r->timer, CLOCK_MONOTONIC, UINT64_MAX, 1000,
 				      on_session_timer, r);
@@ -1304,9 +1482,15 @@ void relay_free(Relay *r)
 	if (!r)
 		return;
 	sd_event_source_disable_unref(r->umad_io);
+	sd_event_source_disable_unref(r->clients_io);
 	sd_event_source_disable_unref(r->timer);
 	if (r->clients)
 		g_hash_table_destroy(r->clients);
+	if (r->client_ep >= 0)
+		close(r->client_ep);
+	g_free(r->fd_events);
+	g_free(r->rx_batch);
+	g_free(r->rx_len);
 	if (r->gid_owners)
 		g_hash_table_destroy(r->gid_owners);
 	if (r->dirty)

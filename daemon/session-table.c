@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "util.h"
@@ -15,6 +16,13 @@
 #define SESSION_F_LIVE 0x80
 
 #define INITIAL_CAPACITY 1024u
+/*
+ * Arrays of this size or more ask for transparent huge pages: a lookup in a
+ * table of a million sessions lands on a random page of ~100 MiB, and with
+ * 4 KiB pages nearly every one is a TLB miss (and in a VM a two-level page
+ * walk) on top of the cache misses.
+ */
+#define HUGE_PAGE (2u << 20)
 
 struct SessionTable {
 	Session *slots;	  /* slots[handle - 1] */
@@ -186,30 +194,64 @@ static void reindex_all(SessionTable *t)
 	}
 }
 
+/* Zeroed memory for @bytes; big arrays are fresh mappings with THP advice
+ * (untouched pages cost nothing until used, as with calloc()). */
+static void *table_alloc(size_t bytes)
+{
+	size_t rounded = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+	void *p;
+
+	if (bytes < HUGE_PAGE)
+		return calloc(1, bytes);
+	p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Advice, before the first touch: where THP is off it fails, and
+	 * nothing changes. (Huge pages need 2 MiB alignment; most of a big
+	 * mapping gets it.) */
+	(void)madvise(p, rounded, MADV_HUGEPAGE);
+	return p;
+}
+
+static void table_free(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+	if (bytes < HUGE_PAGE)
+		free(p);
+	else
+		munmap(p, (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
+}
+
 static int grow(SessionTable *t)
 {
 	uint32_t cap = t->capacity ? t->capacity * 2 : INITIAL_CAPACITY;
+	size_t slot_bytes = (size_t)cap * sizeof(Session), index_bytes = (size_t)cap * sizeof(uint32_t);
 	Session *slots;
 	uint32_t *w, *c, *p;
 
 	if (cap == 0 || cap > (1u << 30))
 		return -ENOMEM;
-	slots = realloc(t->slots, (size_t)cap * sizeof(Session));
-	if (!slots)
-		return -ENOMEM;
-	t->slots = slots;
-	w = calloc(cap, sizeof(uint32_t));
-	c = calloc(cap, sizeof(uint32_t));
-	p = calloc(cap, sizeof(uint32_t));
-	if (!w || !c || !p) {
-		free(w);
-		free(c);
-		free(p);
+	/* New arrays rather than realloc(): pages that mremap() moves would
+	 * stay small. The copy is what realloc() often does anyway. */
+	slots = table_alloc(slot_bytes);
+	w = table_alloc(index_bytes);
+	c = table_alloc(index_bytes);
+	p = table_alloc(index_bytes);
+	if (!slots || !w || !c || !p) {
+		table_free(slots, slot_bytes);
+		table_free(w, index_bytes);
+		table_free(c, index_bytes);
+		table_free(p, index_bytes);
 		return -ENOMEM;
 	}
-	free(t->wire_buckets);
-	free(t->client_buckets);
-	free(t->peer_buckets);
+	if (t->used)
+		memcpy(slots, t->slots, (size_t)t->used * sizeof(Session));
+	table_free(t->slots, (size_t)t->capacity * sizeof(Session));
+	table_free(t->wire_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	table_free(t->client_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	table_free(t->peer_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	t->slots = slots;
 	t->wire_buckets = w;
 	t->client_buckets = c;
 	t->peer_buckets = p;
@@ -242,10 +284,10 @@ void session_table_free(SessionTable *t)
 {
 	if (!t)
 		return;
-	free(t->slots);
-	free(t->wire_buckets);
-	free(t->client_buckets);
-	free(t->peer_buckets);
+	table_free(t->slots, (size_t)t->capacity * sizeof(Session));
+	table_free(t->wire_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	table_free(t->client_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	table_free(t->peer_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	free(t);
 }
 
@@ -475,6 +517,33 @@ uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id
 			return h;
 	}
 	return 0;
+}
+
+static void prefetch_chain(const SessionTable *t, const uint32_t *bucket, bool head)
+{
+	uint32_t h;
+
+	if (!head) {
+		__builtin_prefetch(bucket);
+		return;
+	}
+	h = *bucket;
+	if (h) {
+		/* a Session may straddle two cache lines */
+		__builtin_prefetch(slot(t, h));
+		__builtin_prefetch((const uint8_t *)slot(t, h) + sizeof(Session) - 1);
+	}
+}
+
+void session_table_prefetch_wire_id(const SessionTable *t, uint32_t wire_id, bool slot)
+{
+	prefetch_chain(t, &t->wire_buckets[bucket_of(t, hash_wire(wire_id))], slot);
+}
+
+void session_table_prefetch_client_comm_id(const SessionTable *t, uint32_t client_id,
+					   uint32_t comm_id, bool slot)
+{
+	prefetch_chain(t, &t->client_buckets[bucket_of(t, hash_client(client_id, comm_id))], slot);
 }
 
 uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,

@@ -162,16 +162,25 @@ static int send_to(struct responder *rs, const uint8_t dest[16], const uint8_t *
 	return r;
 }
 
-static struct conn *conn_find(struct responder *rs, const uint8_t gid[16], uint32_t peer_id,
-			      uint32_t our_id)
+/* The connection a peer's REQ started (its comm id and GID). */
+static struct conn *conn_find_peer(struct responder *rs, const uint8_t gid[16], uint32_t peer_id)
 {
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = &rs->conns[i];
 
-		if (!c->used)
-			continue;
-		if (our_id ? c->our_id == our_id
-			   : c->peer_id == peer_id && memcmp(c->peer_gid, gid, 16) == 0)
+		if (c->used && c->peer_id == peer_id && memcmp(c->peer_gid, gid, 16) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* The connection with our comm id @our_id. */
+static struct conn *conn_find_ours(struct responder *rs, uint32_t our_id)
+{
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = &rs->conns[i];
+
+		if (c->used && c->our_id == our_id)
 			return c;
 	}
 	return NULL;
@@ -180,7 +189,7 @@ static struct conn *conn_find(struct responder *rs, const uint8_t gid[16], uint3
 static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint32_t peer = get32(in->mad + OFF_LOCAL_ID);
-	struct conn *c = conn_find(rs, in->addr.gid, peer, 0);
+	struct conn *c = conn_find_peer(rs, in->addr.gid, peer);
 
 	if (c) {
 		printf("REQ from %s comm 0x%08x (a retry) -> REP again, comm 0x%08x\n",
@@ -245,7 +254,7 @@ static int on_dreq(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
 	uint32_t peer = get32(in->mad + OFF_LOCAL_ID), ours = get32(in->mad + OFF_REMOTE_ID);
-	struct conn *c = conn_find(rs, NULL, 0, ours);
+	struct conn *c = conn_find_ours(rs, ours);
 
 	reply_init(mad, in->mad, ATTR_DREP);
 	put32(mad + OFF_LOCAL_ID, ours);
@@ -276,7 +285,7 @@ static int handle(struct responder *rs, const struct rdmacm_mux_inbound *in)
 		       gid_str(in->addr.gid), local, remote);
 		return 0;
 	case ATTR_RTU:
-		c = conn_find(rs, NULL, 0, remote);
+		c = conn_find_ours(rs, remote);
 		rs->n_rtu++;
 		printf("RTU from %s comm 0x%08x for 0x%08x -> connection %s\n",
 		       gid_str(in->addr.gid), local, remote,
@@ -286,7 +295,7 @@ static int handle(struct responder *rs, const struct rdmacm_mux_inbound *in)
 		rs->n_rej++;
 		printf("REJ from %s comm 0x%08x for 0x%08x reason %u\n", gid_str(in->addr.gid),
 		       local, remote, (unsigned)(in->mad[34] << 8 | in->mad[35]));
-		c = conn_find(rs, NULL, 0, remote);
+		c = conn_find_ours(rs, remote);
 		if (c)
 			c->used = false;
 		return 0;
