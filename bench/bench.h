@@ -61,6 +61,8 @@ typedef struct Shared {
 	uint32_t blast_ids;    /* blast to ids[0 .. blast_ids) */
 	uint32_t probe_ready;
 	uint32_t probe_respond; /* probe: answer each request (QEMU pattern) */
+	uint32_t probe_route_n; /* probe: inbound MAD to client RemoteCommID mod this */
+	uint64_t blast_limit;	/* blaster: stop after this many (0: no limit) */
 	uint64_t probe_rx_dropped;
 	Hist sink_lat;
 	uint32_t n_ids;
@@ -108,7 +110,11 @@ void mad_init_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
 
 /* The wire process (simB): sink and blaster. Never returns. */
 void wire_main(Shared *sh, int ctl_fd) __attribute__((noreturn));
-/* The limit probe: a minimal relay on simA serving @sock_path. Never returns. */
+/* The limit probe: a minimal relay on simA serving @sock_path. Never returns.
+ * @ctl_fd may be -1 (the probe ignores it). */
 void probe_main(Shared *sh, int ctl_fd, const char *sock_path) __attribute__((noreturn));
+
+/* A client GID at this index or past it cannot send: umad names it in 8 bits. */
+#define UMAD_GID_INDEXES 256
 
 #endif

@@ -328,16 +328,25 @@ static void conn_read(Driver *d, Conn *c, DriveMode mode)
 	}
 }
 
-int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
+static unsigned driver_active(const Driver *d)
+{
+	return d->n_active && d->n_active < d->n ? d->n_active : d->n;
+}
+
+/*
+ * One message per session and client, SETUP_WINDOW in flight: REQs that
+ * create the sessions, or (@rtu) one RTU each, which establishes them, so
+ * that the measured runs only ever see established sessions, whatever the
+ * table size (otherwise at 1M sessions most first RTUs fall in the runs).
+ */
+static int setup_pass(Driver *d, bool rtu, uint64_t *errors)
 {
 	uint64_t deadline = now_ns() + 300ull * 1000000000ull;
 	unsigned done = 0;
 
-	*errors = 0;
 	for (unsigned i = 0; i < d->n; i++) {
 		Conn *c = d->conns[i];
 
-		c->n_sess = total / d->n + (i < total % d->n ? 1 : 0);
 		c->sent = c->resp_ok = c->resp_err = 0;
 		if (c->n_sess == 0)
 			done++;
@@ -366,16 +375,33 @@ int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
 					break;
 				memcpy(m, &c->tmpl, FRAME_SIZE);
 				c->sent++;
-				mad_init_req(m->umad.mad, (uint32_t)c->sent, c->gid, d->sink_gid, c->sent);
+				if (rtu)
+					put_be32(m->umad.mad + MAD_OFF_LOCAL, (uint32_t)c->sent);
+				else
+					mad_init_req(m->umad.mad, (uint32_t)c->sent, c->gid, d->sink_gid,
+						     c->sent);
 			}
 			conn_flush(d, c, c->sent < c->n_sess ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
 		}
 	}
 	for (unsigned i = 0; i < d->n; i++) {
 		*errors += d->conns[i]->resp_err;
+		d->conns[i]->sent = 0;
 		set_events(d, d->conns[i], EPOLLIN);
 	}
 	return 0;
+}
+
+int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
+{
+	unsigned na = driver_active(d);
+	int e;
+
+	*errors = 0;
+	for (unsigned i = 0; i < d->n; i++)
+		d->conns[i]->n_sess = i < na ? total / na + (i < total % na ? 1 : 0) : 0;
+	e = setup_pass(d, false, errors);
+	return e < 0 ? e : setup_pass(d, true, errors);
 }
 
 static void snap(Driver *d, Snap *s)
@@ -384,7 +410,7 @@ static void snap(Driver *d, Snap *s)
 	s->sink = __atomic_load_n(&d->sh->sink_count, __ATOMIC_RELAXED);
 	s->inbound = s->resp_ok = 0;
 	for (unsigned i = 0; i < d->n; i++) {
-		if (!d->conns[i]->slow)
+		if (!d->conns[i]->slow && !d->conns[i]->uncounted)
 			s->inbound += d->conns[i]->inbound;
 		s->resp_ok += d->conns[i]->resp_ok;
 	}
@@ -430,10 +456,12 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 		err0 += c->resp_err;
 		c->busy = false;
 		c->hs_state = HS_IDLE;
-		set_events(d, c, spec->mode == DRIVE_TX ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+		set_events(d, c,
+			   spec->mode == DRIVE_TX && i < driver_active(d) ? (uint32_t)(EPOLLIN | EPOLLOUT)
+									   : EPOLLIN);
 	}
 	if (spec->mode == DRIVE_QEMU)
-		for (unsigned i = 0; i < d->n; i++)
+		for (unsigned i = 0; i < driver_active(d); i++)
 			send_qemu(d, d->conns[i]);
 	if (spec->mode == DRIVE_HANDSHAKE)
 		for (unsigned i = 0; i < d->n_a; i++)
@@ -464,7 +492,7 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 		}
 		if (period) {
 			while (next_send <= now) {
-				Conn *c = d->conns[rr++ % d->n];
+				Conn *c = d->conns[rr++ % driver_active(d)];
 				struct rdmacm_mux_msg *m = c->slow ? NULL : conn_append(c);
 
 				next_send += period;
@@ -505,4 +533,66 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 	out->write_errors = d->write_errors;
 	d->lat = NULL;
 	return 0;
+}
+
+/* ---- counted runs (--cost): a fixed number of MADs, however long it takes ---- */
+
+static uint64_t count_metric(const Driver *d, DriveMode mode)
+{
+	uint64_t v = 0;
+
+	if (mode == DRIVE_TX)
+		return __atomic_load_n(&d->sh->sink_count, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < d->n; i++)
+		v += mode == DRIVE_QEMU ? d->conns[i]->resp_ok : d->conns[i]->inbound;
+	return v;
+}
+
+uint64_t driver_run_count(Driver *d, DriveMode mode, uint64_t count, unsigned quiet_ms)
+{
+	unsigned na = driver_active(d);
+	uint64_t base = count_metric(d, mode), issued = 0, last = base, moved = now_ns();
+	bool tx = mode == DRIVE_TX, qemu = mode == DRIVE_QEMU;
+
+	d->write_errors = 0;
+	for (unsigned i = 0; i < d->n; i++) {
+		d->conns[i]->busy = false;
+		set_events(d, d->conns[i], tx && i < na ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+	}
+	for (unsigned i = 0; qemu && i < na && issued < count; i++, issued++)
+		send_qemu(d, d->conns[i]);
+	for (;;) {
+		struct epoll_event evs[256];
+		uint64_t now, got;
+		int n = epoll_wait(d->ep, evs, 256, 20);
+
+		for (int k = 0; k < n; k++) {
+			Conn *c = evs[k].data.ptr;
+
+			if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+				uint64_t sent = c->sent;
+
+				/* conn_read sends the next request itself (one at a
+				 * time per client): only while some are left */
+				conn_read(d, c, qemu && issued < count ? DRIVE_QEMU : DRIVE_RX);
+				issued += c->sent - sent;
+			}
+			if (tx && (evs[k].events & EPOLLOUT)) {
+				if (c->out_len == 0)
+					for (unsigned f = 0; f < CONN_OUT_FRAMES && issued < count; f++, issued++)
+						put_rtu(c, conn_append(c), 0);
+				conn_flush(d, c, issued < count ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
+			}
+		}
+		now = now_ns();
+		got = count_metric(d, mode) - base;
+		if (got >= count)
+			return got;
+		if (got != last) {
+			last = got;
+			moved = now;
+		} else if (now - moved > (uint64_t)quiet_ms * 1000000ull) {
+			return got;
+		}
+	}
 }

@@ -19,6 +19,7 @@ typedef struct Conn {
 	uint32_t n_sess;   /* this client's comm ids are 1..n_sess */
 	uint64_t rng;
 	bool slow;	   /* never reads during a run */
+	bool uncounted;	   /* its inbound MADs are not in Snap.inbound */
 	bool busy;	   /* QEMU pattern: a request is outstanding */
 	uint32_t events;   /* epoll mask in force */
 	uint64_t sent, resp_ok, resp_err, inbound;
@@ -43,7 +44,7 @@ typedef enum DriveMode {
 typedef struct Snap {
 	uint64_t t;
 	uint64_t sink;	  /* Shared.sink_count */
-	uint64_t inbound; /* inbound MADs read by clients that are not slow */
+	uint64_t inbound; /* inbound MADs read by clients neither slow nor uncounted */
 	uint64_t resp_ok;
 	uint64_t cycles;  /* handshakes completed */
 } Snap;
@@ -69,6 +70,7 @@ typedef struct Driver {
 	Conn **conns;
 	unsigned n;
 	unsigned n_a; /* DRIVE_HANDSHAKE: conns[0..n_a) on daemon A, the rest on B */
+	unsigned n_active; /* conns[0..n_active) carry sessions and send; 0: all */
 	uint8_t sink_gid[16];
 	uint64_t cycles;
 	uint64_t write_errors;
@@ -84,5 +86,12 @@ void driver_close_all(Driver *d);
 int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors);
 /* Run one load pattern; snapshots at warm-up end and after each run. */
 int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out);
+/*
+ * Move exactly @count MADs (DRIVE_TX: written by the clients, counted at the
+ * sink; DRIVE_QEMU: request/response pairs; DRIVE_RX: sent by the blaster,
+ * which the caller starts with Shared.blast_limit = @count) and wait until
+ * they arrived or nothing moved for @quiet_ms. Return: the MADs that arrived.
+ */
+uint64_t driver_run_count(Driver *d, DriveMode mode, uint64_t count, unsigned quiet_ms);
 
 #endif

@@ -6,6 +6,7 @@
  *
  *   rdmacm-mux-bench [--quick] [--json FILE] [--plot FILE] [--daemon PATH]
  *                    [--sim-lib PATH] [--runs N] [--run-ms MS] [--check]
+ *                    [--cost] [--cost-mads N] [--only GROUP,...] [--verbose]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,12 +32,29 @@
 #define A_CLIENT_GIDS 1010  /* simA: fe80::a, ::ffff:10.0.1.1, then clients at 2.. */
 #define B_CLIENT_GIDS 120   /* simB: fe80::b, ::ffff:10.0.2.1 (the sink), then clients */
 #define MAX_ROWS 128
+/* Clients whose GID index is below 256 (simA: 2..255) can send; see README. */
+#define MAX_SENDERS (UMAD_GID_INDEXES - 2)
+#define MAX_COST_ROWS 16
 
 typedef struct Opts {
-	bool quick, check;
+	bool quick, check, cost, verbose;
 	const char *json, *plot, *daemon, *sim_lib;
 	unsigned runs, run_ms, warm_ms;
+	const char *only;      /* --only: a comma-separated list of row groups */
+	unsigned cost_mads;    /* --cost-mads: MADs per callgrind count */
 } Opts;
+
+/* --cost: instructions (callgrind Ir) per MAD over a fixed number of MADs. */
+typedef struct CostRow {
+	char name[24];
+	char relay[8];
+	unsigned clients;
+	uint32_t sessions;
+	uint64_t mads;	     /* MADs counted */
+	double ir, d1, ll;   /* per MAD: instructions, L1 data misses, LL misses */
+	double ratio;	     /* Ir ratio: reference Ir / this Ir (1 = as cheap) */
+	char vs[24];	     /* what the ratio is against */
+} CostRow;
 
 typedef struct Row {
 	char name[48];
@@ -68,11 +86,44 @@ static struct {
 	uint32_t rss_sessions;
 	double tx_peak10;
 	double rx_peak10;
+	char *exe, *shared_path;
+	CostRow cost[MAX_COST_ROWS];
+	unsigned ncost;
+	char *cost_dir;
+	double load_before;
 } B = { .ctl = -1 };
 
+static double load_now(void)
+{
+	double l[1] = { 0 };
+
+	return getloadavg(l, 1) == 1 ? l[0] : 0;
+}
+
+static void cleanup_children(void)
+{
+	pid_t *pids[] = { &B.wire, &B.probe, &B.daemon_a, &B.daemon_b };
+
+	for (unsigned i = 0; i < G_N_ELEMENTS(pids); i++)
+		if (*pids[i] > 0) {
+			kill(*pids[i], SIGKILL);
+			waitpid(*pids[i], NULL, 0);
+			*pids[i] = 0;
+		}
+	if (B.dir && !getenv("BENCH_KEEP")) {
+		g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", B.dir);
+
+		if (system(cmd) != 0)
+			fprintf(stderr, "rdmacm-mux-bench: cannot remove %s\n", B.dir);
+		g_clear_pointer(&B.dir, g_free);
+	}
+}
+
+/* Never leave a helper or a daemon behind (they hold the caller's pipes). */
 static void die(const char *what)
 {
 	fprintf(stderr, "rdmacm-mux-bench: %s\n", what);
+	cleanup_children();
 	exit(1);
 }
 
@@ -157,36 +208,117 @@ static bool socket_serves(const char *path)
 	return ok;
 }
 
-static pid_t daemon_start(const char *ca, const char *sock)
+/*
+ * The valgrind command line of a --cost run: callgrind with its cache model,
+ * dumps named after @tag; the caller appends the program and its arguments.
+ */
+static unsigned vg_argv(const char **argv, const char *tag, char **out_file)
+{
+	unsigned n = 0;
+
+	*out_file = g_strdup_printf("--callgrind-out-file=%s/cg-%s.%%p", B.cost_dir, tag);
+	argv[n++] = "valgrind";
+	argv[n++] = "--tool=callgrind";
+	argv[n++] = "--cache-sim=yes";
+	/* This VM reports a 480 MiB L3, which would hide every miss: model a
+	 * 32 MiB last level, what a server core shares. */
+	argv[n++] = "--LL=33554432,16,64";
+	argv[n++] = "--vgdb=yes";
+	argv[n++] = "--quiet";
+	argv[n++] = *out_file;
+	return n;
+}
+
+/* Wait until @sock serves, or die if @pid exited; valgrind starts slowly. */
+static void wait_serving(pid_t pid, const char *sock, const char *what, const char *log)
+{
+	for (int i = 0; i < 6000; i++) {
+		int status;
+
+		if (socket_serves(sock))
+			return;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			fprintf(stderr, "rdmacm-mux-bench: %s exited at start%s%s\n", what,
+				log ? ", see " : "", log ? log : "");
+			exit(1);
+		}
+		g_usleep(5000);
+	}
+	die("a relay did not start serving its socket");
+}
+
+/* @valgrind: under callgrind (--cost), dumps tagged @valgrind. */
+static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgrind)
 {
 	g_autofree char *log = g_strdup_printf("%s/daemon-%s.log", B.dir, ca);
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		const char *argv[] = { B.o.daemon, "-d", ca, "--socket", sock,
+		const char *argv[32];
+		char *vg_out = NULL;
+		unsigned n = valgrind ? vg_argv(argv, valgrind, &vg_out) : 0;
+		const char *args[] = { B.o.daemon, "-d", ca, "--socket", sock,
 				       "--max-clients", "4096", "--max-sessions", "16777216",
 				       "--handshake-timeout", "86400000", "--closing-timeout", "2000",
 				       "--log-level", "warning", NULL };
 
+		for (unsigned i = 0; i < G_N_ELEMENTS(args); i++)
+			argv[n++] = args[i];
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execv(B.o.daemon, (char **)argv);
+		if (valgrind)
+			execvp("valgrind", (char **)argv);
+		else
+			execv(B.o.daemon, (char **)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 1000; i++) {
-		int status;
+	wait_serving(pid, sock, B.o.daemon, log);
+	return pid;
+}
 
-		if (socket_serves(sock))
-			return pid;
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			fprintf(stderr, "rdmacm-mux-bench: %s exited at start, see %s\n", B.o.daemon, log);
-			exit(1);
-		}
-		g_usleep(5000);
+static pid_t daemon_start(const char *ca, const char *sock)
+{
+	return daemon_start_vg(ca, sock, NULL);
+}
+
+/* The daemon's own counters (SIGUSR1 dumps them into its log). */
+typedef struct DaemonCounters {
+	uint64_t created, live, tx_refused, rx_dropped; /* rx_dropped: no-session only */
+} DaemonCounters;
+
+static void daemon_counters(pid_t pid, const char *ca, DaemonCounters *k)
+{
+	g_autofree char *log = g_strdup_printf("%s/daemon-%s.log", B.dir, ca);
+	g_autofree char *text = NULL;
+	const char *p, *last = NULL;
+
+	memset(k, 0, sizeof(*k));
+	kill(pid, SIGUSR1);
+	for (int i = 0; i < 200; i++) {
+		g_clear_pointer(&text, g_free);
+		g_usleep(10000);
+		if (!g_file_get_contents(log, &text, NULL, NULL))
+			continue;
+		/* the last dump: from its "counters for" line on */
+		for (p = text; (p = strstr(p, "counters for")); p++)
+			last = p;
+		if (last && strstr(last, "sessions created"))
+			break;
+		last = NULL;
 	}
-	die("the daemon did not start serving its socket");
-	return -1;
+	if (!last)
+		return;
+	for (p = last; (p = strstr(p, "tx refused, ")); p++)
+		k->tx_refused += g_ascii_strtoull(p + 12 + strcspn(p + 12, "0123456789"), NULL, 10);
+	/* only the drops that say a session was not found (queue-full is the
+	 * driver being slow to read, not a lookup failure) */
+	for (p = last; (p = strstr(p, "rx dropped, no-session")); p++)
+		k->rx_dropped += g_ascii_strtoull(p + 22, NULL, 10);
+	if ((p = strstr(last, "sessions created ")))
+		k->created = g_ascii_strtoull(p + 17, NULL, 10);
+	if ((p = strstr(last, " live ")))
+		k->live = g_ascii_strtoull(p + 6, NULL, 10);
 }
 
 static void stop(pid_t *pid, int sig)
@@ -200,16 +332,55 @@ static void stop(pid_t *pid, int sig)
 	*pid = 0;
 }
 
-static pid_t probe_start(void)
+/* @valgrind: exec the probe under callgrind (--cost), dumps tagged @valgrind. */
+static pid_t probe_start_vg(const char *valgrind)
 {
 	pid_t pid;
 
 	__atomic_store_n(&B.sh->probe_ready, 0, __ATOMIC_RELEASE);
 	pid = fork();
-	if (pid == 0)
+	if (pid == 0 && !valgrind)
 		probe_main(B.sh, B.ctl, B.sock_p);
+	if (pid == 0) {
+		const char *argv[32];
+		char *vg_out = NULL;
+		unsigned n = vg_argv(argv, valgrind, &vg_out);
+
+		argv[n++] = B.exe;
+		argv[n++] = "--probe-serve";
+		argv[n++] = B.sock_p;
+		argv[n++] = "--shared";
+		argv[n++] = B.shared_path;
+		argv[n++] = NULL;
+		execvp("valgrind", (char **)argv);
+		_exit(127);
+	}
+	/* not by connecting: the probe would count that connection as a client */
+	for (int i = 0; valgrind && i < 6000 && !__atomic_load_n(&B.sh->probe_ready, __ATOMIC_ACQUIRE);
+	     i++)
+		g_usleep(5000);
 	wait_flag(&B.sh->probe_ready, "the probe did not start");
 	return pid;
+}
+
+static pid_t probe_start(void)
+{
+	return probe_start_vg(NULL);
+}
+
+/* The bench's shared state lives in a file, so that an exec'd probe maps it too. */
+static Shared *shared_map(const char *path, bool create)
+{
+	int fd = open(path, create ? O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC : O_RDWR | O_CLOEXEC, 0600);
+	void *p;
+
+	if (fd < 0 || (create && ftruncate(fd, sizeof(Shared)) < 0))
+		die("cannot create the shared state file");
+	p = mmap(NULL, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		die("mmap");
+	return p;
 }
 
 static double rss_mb(pid_t pid)
@@ -308,7 +479,7 @@ static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency
 		v[k] = (double)(snap_metric(&out.snaps[k + 1], mode) - snap_metric(&out.snaps[k], mode)) /
 		       secs;
 	}
-	if (getenv("BENCH_DEBUG"))
+	if (B.o.verbose)
 		for (unsigned k = 0; k < out.nsnap; k++)
 			fprintf(stderr, "    snap %u: t %.3f sink %llu inbound %llu resp %llu sent %llu\n", k,
 				(double)out.snaps[k].t / 1e9, (unsigned long long)out.snaps[k].sink,
@@ -357,6 +528,7 @@ static void daemon_clients(Driver *d, unsigned clients, uint32_t sessions)
 	driver_init(d);
 	if (driver_connect(d, B.sock_a, 0, clients, true, B.a_gid, B.a_idx) < 0)
 		die("cannot connect the clients");
+	d->n_active = clients < MAX_SENDERS ? clients : MAX_SENDERS;
 	if (B.daemon_a > 0 && clients >= 100 && rss_connected == 0) {
 		/* per client: the first time this daemon sees this many clients */
 		rss_connected = rss_mb(B.daemon_a);
@@ -368,7 +540,7 @@ static void daemon_clients(Driver *d, unsigned clients, uint32_t sessions)
 	__atomic_store_n(&B.sh->record_ids, 1, __ATOMIC_RELEASE);
 	if (driver_setup_sessions(d, sessions, &errs) < 0 || errs)
 		die("session set-up failed");
-	sink_wait(before + sessions);
+	sink_wait(before + 2 * (uint64_t)sessions); /* the REQs and the RTUs */
 	__atomic_store_n(&B.sh->record_ids, 0, __ATOMIC_RELEASE);
 	if (B.sh->n_ids != sessions)
 		fprintf(stderr, "rdmacm-mux-bench: the sink saw %u of %u REQs\n", B.sh->n_ids, sessions);
@@ -379,8 +551,11 @@ static void probe_clients(Driver *d, unsigned clients, uint32_t sessions)
 	driver_init(d);
 	if (driver_connect(d, B.sock_p, 0, clients, true, B.a_gid, B.a_idx) < 0)
 		die("cannot connect the clients to the probe");
-	for (unsigned i = 0; i < d->n; i++)
-		d->conns[i]->n_sess = sessions / clients + (i < sessions % clients ? 1 : 0);
+	/* the same senders, sessions and inbound targets as with the daemon */
+	d->n_active = clients < MAX_SENDERS ? clients : MAX_SENDERS;
+	for (unsigned i = 0; i < d->n_active; i++)
+		d->conns[i]->n_sess = sessions / d->n_active + (i < sessions % d->n_active ? 1 : 0);
+	__atomic_store_n(&B.sh->probe_route_n, d->n_active, __ATOMIC_RELEASE);
 }
 
 static void ratio(Row *r, const Row *probe)
@@ -434,6 +609,11 @@ static void sweep_clients(unsigned clients)
 	}
 	driver_close_all(&d);
 	stop(&B.probe, SIGKILL);
+	if (clients > MAX_SENDERS)
+		for (Row *r = tx; r <= &B.rows[B.nrows - 1]; r++)
+			snprintf(r->note, sizeof(r->note),
+				 "the first %u clients send and receive, the rest are idle (GID index < 256)",
+				 MAX_SENDERS);
 	ratio(tx, ptx);
 	ratio(rx, prx);
 	if (qm)
@@ -447,9 +627,11 @@ static void sweep_clients(unsigned clients)
 /* Sessions sweep at 10 clients: throughput and memory per session. */
 static void sweep_sessions(uint32_t sessions)
 {
-	const Row *ptx = find_row("tx", "probe", 10), *prx = find_row("rx", "probe", 10);
+	/* against the same daemon at 1000 sessions: the lookups' cost at scale */
+	const Row *ptx = find_row("tx", "daemon", 10), *prx = find_row("rx", "daemon", 10);
 	Driver d;
 	Row *tx, *rx;
+	DaemonCounters k0, k1;
 	double r0, r1;
 
 	fprintf(stderr, "rdmacm-mux-bench: 10 clients, %u sessions\n", sessions);
@@ -468,13 +650,31 @@ static void sweep_sessions(uint32_t sessions)
 		B.rss_1m_mb = r1;
 	}
 	blast_setup(sessions);
+	daemon_counters(B.daemon_a, "simA", &k0);
 	tx = row_new("tx", "daemon", 10, sessions);
 	snprintf(tx->name, sizeof(tx->name), "tx-sessions");
 	measure(&d, tx, DRIVE_TX, 0, false);
 	rx = row_new("rx-sessions", "daemon", 10, sessions);
 	measure(&d, rx, DRIVE_RX, 0, false);
+	daemon_counters(B.daemon_a, "simA", &k1);
 	ratio(tx, ptx);
 	ratio(rx, prx);
+	/* Were the sessions really there, and did every MAD find its session? */
+	snprintf(tx->note, sizeof(tx->note),
+		 "ratio: to tx/10 at 1000 sessions; daemon: %llu sessions created, %llu live",
+		 (unsigned long long)k0.created, (unsigned long long)k0.live);
+	snprintf(rx->note, sizeof(rx->note),
+		 "ratio: to rx/10 at 1000 sessions; during the runs: %llu tx refused, %llu rx no-session",
+		 (unsigned long long)(k1.tx_refused - k0.tx_refused),
+		 (unsigned long long)(k1.rx_dropped - k0.rx_dropped));
+	if (k0.live < sessions || k1.tx_refused != k0.tx_refused || k1.rx_dropped != k0.rx_dropped) {
+		fprintf(stderr, "rdmacm-mux-bench: %u sessions: %llu live, %llu refused, %llu dropped\n",
+			sessions, (unsigned long long)k0.live,
+			(unsigned long long)(k1.tx_refused - k0.tx_refused),
+			(unsigned long long)(k1.rx_dropped - k0.rx_dropped));
+		tx->errors++;
+		B.total_errors++;
+	}
 	driver_close_all(&d);
 	stop(&B.daemon_a, SIGTERM);
 }
@@ -483,7 +683,9 @@ static void sweep_sessions(uint32_t sessions)
 static void latency_rows(void)
 {
 	const double light = 1000;
-	double half_tx = B.tx_peak10 / 2, half_rx = B.rx_peak10 / 2;
+	/* without the clients sweep (--only latency): a fixed half rate */
+	double half_tx = (B.tx_peak10 > 0 ? B.tx_peak10 : 200000) / 2;
+	double half_rx = (B.rx_peak10 > 0 ? B.rx_peak10 : 200000) / 2;
 	const char *relays[] = { "daemon", "probe" };
 
 	for (int k = 0; k < 2; k++) {
@@ -531,16 +733,18 @@ static void slow_reader_rows(void)
 	rss_connected = 1;
 	daemon_clients(&d, 11, 1100);
 	blast_setup(1100);
+	/* the same ten clients are counted with and without the slow one */
+	d.conns[10]->uncounted = true;
 	base = row_new("slow-reader-off", "daemon", 10, 1100);
 	measure(&d, base, DRIVE_RX, 0, false);
-	B.sh->blast_rate = B.rx_peak10 / 2;
+	B.sh->blast_rate = (B.rx_peak10 > 0 ? B.rx_peak10 : 200000) / 2;
 	lbase = row_new("slow-reader-off-lat", "daemon", 10, 1100);
 	measure(&d, lbase, DRIVE_RX, 0, true);
 	d.conns[10]->slow = true;
 	B.sh->blast_rate = 0;
 	slow = row_new("slow-reader-on", "daemon", 10, 1100);
 	measure(&d, slow, DRIVE_RX, 0, false);
-	B.sh->blast_rate = B.rx_peak10 / 2;
+	B.sh->blast_rate = (B.rx_peak10 > 0 ? B.rx_peak10 : 200000) / 2;
 	lslow = row_new("slow-reader-on-lat", "daemon", 10, 1100);
 	measure(&d, lslow, DRIVE_RX, 0, true);
 	B.sh->blast_rate = 0;
@@ -578,29 +782,241 @@ static void handshake_rows(const unsigned *pairs, unsigned n)
 	stop(&B.daemon_b, SIGTERM);
 }
 
+/* ---- --cost: callgrind instruction counts per MAD ---- */
+
+static void cg_control(const char *what, pid_t pid)
+{
+	g_autofree char *cmd = g_strdup_printf("callgrind_control %s %d >/dev/null 2>&1", what, (int)pid);
+
+	if (system(cmd) != 0)
+		die("callgrind_control failed (is valgrind installed, and may we ptrace?)");
+}
+
+/* The newest dump of @pid: Ir, L1 data misses and LL misses in it. */
+static bool cg_read_dump(const char *tag, pid_t pid, double *ir, double *d1, double *ll)
+{
+	g_autofree char *prefix = g_strdup_printf("cg-%s.%d.", tag, (int)pid);
+	g_autoptr(GDir) dir = g_dir_open(B.cost_dir, 0, NULL);
+	g_autofree char *best = NULL, *text = NULL, *ev_line = NULL, *tot_line = NULL;
+	g_auto(GStrv) names = NULL, vals = NULL;
+	const char *name, *ev, *tot;
+	long best_n = 0;
+
+	while (dir && (name = g_dir_read_name(dir)))
+		if (g_str_has_prefix(name, prefix) && atol(name + strlen(prefix)) > best_n) {
+			best_n = atol(name + strlen(prefix));
+			g_free(best);
+			best = g_build_filename(B.cost_dir, name, NULL);
+		}
+	if (!best || !g_file_get_contents(best, &text, NULL, NULL))
+		return false;
+	ev = strstr(text, "\nevents: ");
+	tot = strstr(text, "\nsummary: ");
+	if (!tot)
+		tot = strstr(text, "\ntotals: ");
+	if (!ev || !tot)
+		return false;
+	ev += strlen("\nevents: ");
+	tot = strchr(tot + 1, ':') + 2;
+	ev_line = g_strndup(ev, strcspn(ev, "\n"));
+	tot_line = g_strndup(tot, strcspn(tot, "\n"));
+	names = g_strsplit(ev_line, " ", -1);
+	vals = g_strsplit(tot_line, " ", -1);
+	*ir = *d1 = *ll = 0;
+	for (unsigned i = 0; names[i] && vals[i]; i++) {
+		double v = g_ascii_strtod(vals[i], NULL);
+
+		if (!strcmp(names[i], "Ir"))
+			*ir = v;
+		else if (!strcmp(names[i], "D1mr") || !strcmp(names[i], "D1mw"))
+			*d1 += v;
+		else if (!strcmp(names[i], "DLmr") || !strcmp(names[i], "DLmw") ||
+			 !strcmp(names[i], "ILmr"))
+			*ll += v;
+	}
+	return *ir > 0;
+}
+
+static uint64_t cost_burst(Driver *d, DriveMode mode, uint64_t n)
+{
+	uint64_t got;
+
+	if (mode != DRIVE_RX)
+		return driver_run_count(d, mode, n, 5000);
+	__atomic_store_n(&B.sh->blast_limit, n, __ATOMIC_RELEASE);
+	set_wire(WIRE_BLAST);
+	got = driver_run_count(d, mode, n, 5000);
+	set_wire(WIRE_SINK);
+	g_usleep(20000);
+	__atomic_store_n(&B.sh->blast_limit, 0, __ATOMIC_RELEASE);
+	return got;
+}
+
+/* One counted row: a warm-up burst, zero the counters, @n MADs, dump. */
+static CostRow *cost_row(Driver *d, pid_t pid, const char *tag, const char *name,
+			 const char *relay, DriveMode mode, uint64_t n, uint32_t sessions)
+{
+	CostRow *c;
+	double ir = 0, d1 = 0, ll = 0;
+
+	if (B.ncost == MAX_COST_ROWS)
+		die("too many cost rows");
+	c = &B.cost[B.ncost++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	snprintf(c->relay, sizeof(c->relay), "%s", relay);
+	c->clients = d->n;
+	c->sessions = sessions;
+	(void)cost_burst(d, mode, n / 10 > 200 ? n / 10 : 200); /* queues, caches, routes */
+	cg_control("-z", pid);
+	c->mads = cost_burst(d, mode, n);
+	cg_control("-d", pid);
+	if (!c->mads || !cg_read_dump(tag, pid, &ir, &d1, &ll))
+		die("no callgrind figures");
+	c->ir = ir / (double)c->mads;
+	c->d1 = d1 / (double)c->mads;
+	c->ll = ll / (double)c->mads;
+	fprintf(stderr, "  cost %-14s %-6s %4u clients %8u sessions: %8llu MADs, %7.0f Ir/MAD, "
+			"%5.1f D1 misses, %5.2f LL misses per MAD\n",
+		c->name, c->relay, c->clients, c->sessions, (unsigned long long)c->mads, c->ir, c->d1,
+		c->ll);
+	return c;
+}
+
+static CostRow *find_cost(const char *name, const char *relay, unsigned clients, uint32_t sessions)
+{
+	for (unsigned i = 0; i < B.ncost; i++)
+		if (!strcmp(B.cost[i].name, name) && !strcmp(B.cost[i].relay, relay) &&
+		    B.cost[i].clients == clients && B.cost[i].sessions == sessions)
+			return &B.cost[i];
+	return NULL;
+}
+
+static void cost_ratio(CostRow *c, const CostRow *ref, const char *vs)
+{
+	if (c && ref && c->ir > 0) {
+		c->ratio = ref->ir / c->ir;
+		snprintf(c->vs, sizeof(c->vs), "%s", vs);
+	}
+}
+
+/*
+ * The same patterns as the throughput rows, each over a fixed number of
+ * MADs with the relay under callgrind: instructions per MAD do not depend
+ * on what else runs on the machine.
+ */
+static void cost_rows(uint32_t big_sessions)
+{
+	uint64_t n = B.o.cost_mads;
+	Driver d;
+	pid_t pid;
+
+	fprintf(stderr, "rdmacm-mux-bench: --cost: callgrind, %llu MADs per row\n",
+		(unsigned long long)n);
+	rss_connected = 1;
+	/* daemon, 1000 sessions: 10 clients, then 1 */
+	pid = B.daemon_a = daemon_start_vg("simA", B.sock_a, "daemon");
+	daemon_clients(&d, 10, 1000);
+	blast_setup(1000);
+	cost_row(&d, pid, "daemon", "tx", "daemon", DRIVE_TX, n, 1000);
+	cost_row(&d, pid, "daemon", "rx", "daemon", DRIVE_RX, n, 1000);
+	cost_row(&d, pid, "daemon", "qemu-style", "daemon", DRIVE_QEMU, n / 2, 1000);
+	driver_close_all(&d);
+	daemon_clients(&d, 1, 1000);
+	cost_row(&d, pid, "daemon", "qemu-style", "daemon", DRIVE_QEMU, n / 4, 1000);
+	driver_close_all(&d);
+	stop(&B.daemon_a, SIGTERM);
+	/* daemon, many sessions */
+	pid = B.daemon_a = daemon_start_vg("simA", B.sock_a, "daemon-big");
+	daemon_clients(&d, 10, big_sessions);
+	blast_setup(big_sessions);
+	cost_row(&d, pid, "daemon-big", "tx", "daemon", DRIVE_TX, n, big_sessions);
+	cost_row(&d, pid, "daemon-big", "rx", "daemon", DRIVE_RX, n, big_sessions);
+	driver_close_all(&d);
+	stop(&B.daemon_a, SIGTERM);
+	/* the probe */
+	pid = B.probe = probe_start_vg("probe");
+	probe_clients(&d, 10, 1000);
+	blast_setup(1000);
+	cost_row(&d, pid, "probe", "tx", "probe", DRIVE_TX, n, 1000);
+	cost_row(&d, pid, "probe", "rx", "probe", DRIVE_RX, n, 1000);
+	__atomic_store_n(&B.sh->probe_respond, 1, __ATOMIC_RELEASE);
+	cost_row(&d, pid, "probe", "qemu-style", "probe", DRIVE_QEMU, n / 2, 1000);
+	driver_close_all(&d);
+	probe_clients(&d, 1, 1000);
+	cost_row(&d, pid, "probe", "qemu-style", "probe", DRIVE_QEMU, n / 4, 1000);
+	__atomic_store_n(&B.sh->probe_respond, 0, __ATOMIC_RELEASE);
+	driver_close_all(&d);
+	stop(&B.probe, SIGTERM);
+
+	cost_ratio(find_cost("tx", "daemon", 10, 1000), find_cost("tx", "probe", 10, 1000), "probe");
+	cost_ratio(find_cost("rx", "daemon", 10, 1000), find_cost("rx", "probe", 10, 1000), "probe");
+	cost_ratio(find_cost("qemu-style", "daemon", 10, 1000),
+		   find_cost("qemu-style", "probe", 10, 1000), "probe");
+	cost_ratio(find_cost("qemu-style", "daemon", 1, 1000),
+		   find_cost("qemu-style", "probe", 1, 1000), "probe");
+	cost_ratio(find_cost("tx", "daemon", 10, big_sessions), find_cost("tx", "daemon", 10, 1000),
+		   "daemon, 1000 sessions");
+	cost_ratio(find_cost("rx", "daemon", 10, big_sessions), find_cost("rx", "daemon", 10, 1000),
+		   "daemon, 1000 sessions");
+}
+
 /* ---- output ---- */
+
+/* The --cost row that goes with a throughput row, if any. */
+static const CostRow *row_cost(const Row *r)
+{
+	const char *name = !strcmp(r->name, "tx-sessions")   ? "tx"
+			   : !strcmp(r->name, "rx-sessions") ? "rx"
+							     : r->name;
+
+	return find_cost(name, r->relay, r->clients, r->sessions);
+}
+
+static void print_cost_table(FILE *f)
+{
+	if (!B.ncost)
+		return;
+	fprintf(f, "\ncallgrind, per MAD (%u MADs per row; qemu-style 1/2 and 1/4 of that):\n",
+		B.o.cost_mads);
+	fprintf(f, "%-12s %-6s %7s %8s %8s %9s %9s %9s %8s %s\n", "row", "relay", "clients",
+		"sessions", "MADs", "Ir/MAD", "D1miss", "LLmiss", "Ir ratio", "against");
+	for (unsigned i = 0; i < B.ncost; i++) {
+		const CostRow *c = &B.cost[i];
+		char ratio_s[16] = "-";
+
+		if (c->ratio > 0)
+			snprintf(ratio_s, sizeof(ratio_s), "%.2f", c->ratio);
+		fprintf(f, "%-12s %-6s %7u %8u %8llu %9.0f %9.2f %9.3f %8s %s\n", c->name, c->relay,
+			c->clients, c->sessions, (unsigned long long)c->mads, c->ir, c->d1, c->ll,
+			ratio_s, c->vs[0] ? c->vs : "");
+	}
+}
 
 static void print_table(FILE *f)
 {
-	fprintf(f, "\n%-20s %-6s %7s %8s %12s %12s %12s %6s %9s %9s %9s %s\n", "row", "relay",
-		"clients", "sessions", "median", "min", "max", "ratio", "p50 us", "p99 us",
-		"p99.9 us", "unit");
+	fprintf(f, "\n%-20s %-6s %7s %8s %12s %12s %12s %6s %8s %9s %9s %9s %s\n", "row", "relay",
+		"clients", "sessions", "median", "min", "max", "ratio", "Ir ratio", "p50 us",
+		"p99 us", "p99.9 us", "unit");
 	for (unsigned i = 0; i < B.nrows; i++) {
 		const Row *r = &B.rows[i];
-		char ratio_s[16] = "-", l50[16] = "-", l99[16] = "-", l999[16] = "-";
+		const CostRow *c = row_cost(r);
+		char ratio_s[16] = "-", l50[16] = "-", l99[16] = "-", l999[16] = "-", ir_s[16] = "-";
 
 		if (r->ratio > 0)
 			snprintf(ratio_s, sizeof(ratio_s), "%.2f", r->ratio);
+		if (c && c->ratio > 0)
+			snprintf(ir_s, sizeof(ir_s), "%.2f", c->ratio);
 		if (r->p50 || r->p99) {
 			snprintf(l50, sizeof(l50), "%.1f", (double)r->p50 / 1e3);
 			snprintf(l99, sizeof(l99), "%.1f", (double)r->p99 / 1e3);
 			snprintf(l999, sizeof(l999), "%.1f", (double)r->p999 / 1e3);
 		}
-		fprintf(f, "%-20s %-6s %7u %8u %12.0f %12.0f %12.0f %6s %9s %9s %9s %s%s%s%s\n",
-			r->name, r->relay, r->clients, r->sessions, r->med, r->min, r->max, ratio_s, l50,
-			l99, l999, r->unit, r->errors ? "  ERRORS " : "", r->errors ? "!" : "",
-			r->note[0] ? "" : "");
+		fprintf(f, "%-20s %-6s %7u %8u %12.0f %12.0f %12.0f %6s %8s %9s %9s %9s %s%s\n",
+			r->name, r->relay, r->clients, r->sessions, r->med, r->min, r->max, ratio_s, ir_s,
+			l50, l99, l999, r->unit, r->errors ? "  ERRORS!" : "");
 	}
+	print_cost_table(f);
 	fprintf(f, "\nmemory: daemon RSS %.1f MiB idle; %.0f bytes per client (%u clients); "
 		   "%.1f bytes per live session and %.1f MiB total at %u sessions\n",
 		B.rss_base_mb, B.rss_per_client, B.rss_clients, B.rss_per_session, B.rss_1m_mb,
@@ -619,21 +1035,34 @@ static void write_json(const char *path)
 	if (!f)
 		die("cannot write the JSON file");
 	fprintf(f, "{\n  \"bench\": \"rdmacm-mux-bench\",\n  \"mode\": \"%s\",\n"
-		   "  \"runs\": %u,\n  \"run_ms\": %u,\n  \"warm_ms\": %u,\n  \"seed\": %llu,\n"
-		   "  \"rows\": [\n",
+		   "  \"runs\": %u,\n  \"run_ms\": %u,\n  \"warm_ms\": %u,\n  \"seed\": %llu,\n",
 		B.o.quick ? "quick" : "full", B.o.runs, B.o.run_ms, B.o.warm_ms,
 		(unsigned long long)BENCH_SEED);
+	fprintf(f, "  \"machine\": {\"cpus\": %u, \"load_before\": %.2f, \"load_after\": %.2f},\n",
+		g_get_num_processors(), B.load_before, load_now());
+	fprintf(f, "  \"rows\": [\n");
 	for (unsigned i = 0; i < B.nrows; i++) {
 		const Row *r = &B.rows[i];
+		const CostRow *c = row_cost(r);
 
 		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"sessions\": %u, "
 			   "\"unit\": \"%s\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, "
-			   "\"ratio\": %.3f, \"p50_ns\": %llu, \"p99_ns\": %llu, \"p999_ns\": %llu, "
-			   "\"errors\": %llu}%s\n",
+			   "\"ratio\": %.3f, \"ir_ratio\": %.3f, \"p50_ns\": %llu, \"p99_ns\": %llu, "
+			   "\"p999_ns\": %llu, \"errors\": %llu}%s\n",
 			r->name, r->relay, r->clients, r->sessions, r->unit, r->med, r->min, r->max,
-			r->ratio, (unsigned long long)r->p50, (unsigned long long)r->p99,
-			(unsigned long long)r->p999, (unsigned long long)r->errors,
-			i + 1 < B.nrows ? "," : "");
+			r->ratio, c ? c->ratio : 0.0, (unsigned long long)r->p50,
+			(unsigned long long)r->p99, (unsigned long long)r->p999,
+			(unsigned long long)r->errors, i + 1 < B.nrows ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"cost\": [\n");
+	for (unsigned i = 0; i < B.ncost; i++) {
+		const CostRow *c = &B.cost[i];
+
+		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"sessions\": %u, "
+			   "\"mads\": %llu, \"ir_per_mad\": %.1f, \"d1_miss_per_mad\": %.3f, "
+			   "\"ll_miss_per_mad\": %.4f, \"ir_ratio\": %.3f, \"against\": \"%s\"}%s\n",
+			c->name, c->relay, c->clients, c->sessions, (unsigned long long)c->mads, c->ir,
+			c->d1, c->ll, c->ratio, c->vs, i + 1 < B.ncost ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"memory\": {\"idle_rss_mib\": %.2f, \"bytes_per_client\": %.0f, "
 		   "\"clients\": %u, \"bytes_per_session\": %.1f, \"rss_mib_at_sessions\": %.1f, "
@@ -747,8 +1176,43 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: rdmacm-mux-bench [--quick] [--json FILE] [--plot FILE.svg|png]\n"
 			"                        [--daemon PATH] [--sim-lib PATH] [--runs N]\n"
-			"                        [--run-ms MS] [--check]\n");
+			"                        [--run-ms MS] [--check] [--cost] [--cost-mads N]\n"
+			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
+			"                                handshake,cost] [--verbose]\n");
 	exit(2);
+}
+
+/*
+ * --only GROUP,...: clients=N (one clients sweep), sessions=N, latency,
+ * slow-reader, handshake, cost. Without --only: everything but cost,
+ * which --cost adds.
+ */
+static bool want(const char *group)
+{
+	g_auto(GStrv) list = NULL;
+
+	if (!B.o.only)
+		return strcmp(group, "cost") != 0 || B.o.cost;
+	list = g_strsplit(B.o.only, ",", -1);
+	for (unsigned i = 0; list[i]; i++)
+		if (!strcmp(list[i], group))
+			return true;
+	return false;
+}
+
+/* --only clients=N: N, or 0 when not asked for. */
+static unsigned only_value(const char *key)
+{
+	g_auto(GStrv) list = NULL;
+	size_t k = strlen(key);
+
+	if (!B.o.only)
+		return 0;
+	list = g_strsplit(B.o.only, ",", -1);
+	for (unsigned i = 0; list[i]; i++)
+		if (!strncmp(list[i], key, k) && list[i][k] == '=')
+			return (unsigned)atoi(list[i] + k + 1);
+	return 0;
 }
 
 static void parse(int argc, char **argv)
@@ -758,8 +1222,13 @@ static void parse(int argc, char **argv)
 		{ "plot", required_argument, NULL, 'p' }, { "daemon", required_argument, NULL, 'd' },
 		{ "sim-lib", required_argument, NULL, 'l' }, { "runs", required_argument, NULL, 'r' },
 		{ "run-ms", required_argument, NULL, 'm' }, { "check", no_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },	{ NULL, 0, NULL, 0 },
+		{ "help", no_argument, NULL, 'h' },	{ "cost", no_argument, NULL, 'C' },
+		{ "only", required_argument, NULL, 'O' }, { "cost-mads", required_argument, NULL, 'N' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "probe-serve", required_argument, NULL, 'P' }, { "shared", required_argument, NULL, 'S' },
+		{ NULL, 0, NULL, 0 },
 	};
+	const char *probe_sock = NULL, *shared = NULL;
 	int c;
 
 	B.o.daemon = getenv("RDMACM_MUX_BIN");
@@ -775,8 +1244,20 @@ static void parse(int argc, char **argv)
 		case 'r': B.o.runs = (unsigned)atoi(optarg); break;
 		case 'm': B.o.run_ms = (unsigned)atoi(optarg); break;
 		case 'c': B.o.check = true; break;
+		case 'C': B.o.cost = true; break;
+		case 'O': B.o.only = optarg; break;
+		case 'N': B.o.cost_mads = (unsigned)atoi(optarg); break;
+		case 'v': B.o.verbose = true; break;
+		case 'P': probe_sock = optarg; break;
+		case 'S': shared = optarg; break;
 		default: usage();
 		}
+	}
+	if (probe_sock) {
+		/* internal: the probe exec'd under callgrind by --cost */
+		if (!shared)
+			usage();
+		probe_main(shared_map(shared, false), -1, probe_sock);
 	}
 	if (!B.o.daemon || !B.o.sim_lib) {
 		fprintf(stderr, "rdmacm-mux-bench: give --daemon and --sim-lib (or RDMACM_MUX_BIN "
@@ -788,6 +1269,10 @@ static void parse(int argc, char **argv)
 	if (!B.o.run_ms)
 		B.o.run_ms = B.o.quick ? 100 : 1000;
 	B.o.warm_ms = B.o.quick ? 150 : 500;
+	if (!B.o.cost_mads)
+		B.o.cost_mads = B.o.quick ? 2000 : 20000;
+	if (only_value("clients") > A_CLIENT_GIDS)
+		die("--only clients=N: at most 1010");
 }
 
 /* The helpers and the daemons need the simulator preloaded: re-exec with it. */
@@ -819,6 +1304,8 @@ int main(int argc, char **argv)
 
 	parse(argc, argv);
 	ensure_preload(argv);
+	B.load_before = load_now();
+	B.exe = g_file_read_link("/proc/self/exe", NULL);
 	cl = B.o.quick ? quick_clients : full_clients;
 	ncl = B.o.quick ? G_N_ELEMENTS(quick_clients) : G_N_ELEMENTS(full_clients);
 	signal(SIGPIPE, SIG_IGN);
@@ -840,47 +1327,54 @@ int main(int argc, char **argv)
 		unsetenv("UMAD_SIM_FAULTS");
 	}
 
-	B.sh = mmap(NULL, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (B.sh == MAP_FAILED)
-		die("mmap");
+	B.shared_path = g_strdup_printf("%s/shared", B.dir);
+	B.sh = shared_map(B.shared_path, true);
+	B.cost_dir = g_strdup(B.dir);
 	B.ctl = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	B.wire = fork();
 	if (B.wire == 0)
 		wire_main(B.sh, B.ctl);
 	wait_flag(&B.sh->wire_ready, "the wire process did not start");
 
-	if (getenv("BENCH_ONLY_CLIENTS")) {
-		sweep_clients((unsigned)atoi(getenv("BENCH_ONLY_CLIENTS")));
-		print_table(stdout);
-		return 0;
-	}
-	for (unsigned i = 0; i < ncl; i++)
-		sweep_clients(cl[i]);
-	if (B.o.quick) {
+	if (only_value("clients"))
+		sweep_clients(only_value("clients"));
+	else if (!B.o.only)
+		for (unsigned i = 0; i < ncl; i++)
+			sweep_clients(cl[i]);
+	if (only_value("sessions"))
+		sweep_sessions(only_value("sessions"));
+	else if (!B.o.only && B.o.quick)
 		for (unsigned i = 0; i < G_N_ELEMENTS(quick_sessions); i++)
 			sweep_sessions(quick_sessions[i]);
-	} else {
+	else if (!B.o.only)
 		for (unsigned i = 0; i < G_N_ELEMENTS(full_sessions); i++)
 			sweep_sessions(full_sessions[i]);
+	if (want("latency"))
+		latency_rows();
+	if (want("slow-reader"))
+		slow_reader_rows();
+	if (want("cost"))
+		cost_rows(B.o.quick ? quick_sessions[0] : full_sessions[G_N_ELEMENTS(full_sessions) - 1]);
+	if (want("handshake")) {
+		if (B.o.quick)
+			handshake_rows(quick_pairs, G_N_ELEMENTS(quick_pairs));
+		else
+			handshake_rows(full_pairs, G_N_ELEMENTS(full_pairs));
 	}
-	latency_rows();
-	slow_reader_rows();
-	if (B.o.quick)
-		handshake_rows(quick_pairs, G_N_ELEMENTS(quick_pairs));
-	else
-		handshake_rows(full_pairs, G_N_ELEMENTS(full_pairs));
+	set_wire(WIRE_EXIT);
+	stop(&B.wire, 0);
 
 	print_table(stdout);
+	printf("load average (1 min): %.2f at the start, %.2f at the end; %u CPUs\n", B.load_before,
+	       load_now(), g_get_num_processors());
 	printf("elapsed: %.1f s\n", (double)(now_ns() - t_start) / 1e9);
 	if (B.o.json)
 		write_json(B.o.json);
 	if (B.o.plot)
 		write_plot(B.o.plot);
-	{
-		g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", B.dir);
-		if (!getenv("BENCH_KEEP") && system(cmd) != 0)
-			fprintf(stderr, "rdmacm-mux-bench: cannot remove %s\n", B.dir);
-	}
+	if (getenv("BENCH_KEEP"))
+		fprintf(stderr, "rdmacm-mux-bench: kept %s\n", B.dir);
+	cleanup_children();
 	if (B.o.check) {
 		for (unsigned i = 0; i < B.nrows; i++)
 			if (!(B.rows[i].med > 0)) {
