@@ -84,44 +84,14 @@ mkdir -p "$cache" "$log_dir"
 exec {lockfd}>"$cache/.lock"
 flock "$lockfd"
 
-# apt-get download into DIR (apt's sandbox user must be able to write there).
-apt_download() {
-	local dir=$1
-	shift
-	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$dir"; fi
-	(cd "$dir" && apt-get download -q "$@") >"$cache/apt-download.log" 2>&1
-}
-
 # --- 2. Kernel, headers, kernel source and vmw_pvrdma.ko (cached per version) ---
 # Debian's kernel has no vmw_pvrdma (CONFIG_INFINIBAND_VMWARE_PVRDMA unset), so
 # the driver is built from the linux-source package of the same version,
 # against the unpacked linux-headers of the kernel the guests boot.
-kernel_pkg() {
-	apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
-}
-
 prepare_kernel() {
 	local kpkg kver_pkg dir tmp k series hpkgs
-	kpkg=$(kernel_pkg)
-	if [[ -z $kpkg ]] && ((EUID == 0)); then
-		say "apt-cache cannot resolve linux-image-amd64; running apt-get update"
-		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
-		kpkg=$(kernel_pkg)
-	fi
-	if [[ -z $kpkg ]]; then
-		dir=$(find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
-			-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
-		[[ -n $dir ]] ||
-			skip "cannot resolve the kernel package behind linux-image-amd64 (apt lists missing?)"
-		say "using cached kernel $dir (apt cannot resolve linux-image-amd64)"
-		kdir=$dir
-		return
-	fi
-	kver_pkg=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null |
-		awk '/^Version:/ { print $2; exit }' || true)
-	[[ -n $kver_pkg ]] || skip "apt-cache shows no version of $kpkg"
-	dir=$cache/kernel-${kpkg}_${kver_pkg//:/%}
+	vm_resolve_kernel || { kdir=$vm_kdir; return; }
+	kpkg=$vm_kpkg kver_pkg=$vm_kver dir=$vm_kdir
 	kdir=$dir
 	[[ -f $dir/.complete ]] && return
 
@@ -132,17 +102,16 @@ prepare_kernel() {
 	mkdir -p "$tmp/dl"
 	hpkgs=("linux-headers-$k=$kver_pkg" "linux-headers-${k%-*}-common=$kver_pkg"
 		"linux-kbuild-$series=$kver_pkg")
-	if ! apt_download "$tmp/dl" "$kpkg=$kver_pkg" "${hpkgs[@]}"; then
+	if ! vm_apt_download "$tmp/dl" "$kpkg=$kver_pkg" "${hpkgs[@]}"; then
 		rm -rf "$tmp"
 		skip "cannot download $kpkg and its headers: $(tail -n 3 "$cache/apt-download.log")"
 	fi
-	if ! apt_download "$tmp/dl" "linux-source-$series=$kver_pkg"; then
+	if ! vm_apt_download "$tmp/dl" "linux-source-$series=$kver_pkg"; then
 		rm -rf "$tmp"
 		skip "cannot download linux-source-$series $kver_pkg: $(tail -n 3 "$cache/apt-download.log")"
 	fi
 	mkdir -p "$tmp/root" "$tmp/kbuild" "$tmp/src"
-	dpkg-deb -x "$tmp"/dl/linux-image-*.deb "$tmp/root"
-	depmod -b "$tmp/root" "$k"
+	vm_unpack_kernel "$tmp"/dl/linux-image-*.deb "$tmp/root"
 	for d in "$tmp"/dl/linux-headers-*.deb "$tmp"/dl/linux-kbuild-*.deb; do
 		dpkg-deb -x "$d" "$tmp/kbuild"
 	done
@@ -178,14 +147,8 @@ kver=$(basename "$(echo "$kdir"/lib/modules/*)")
 # The uncompressed ELF boots through PVH: no in-guest decompression, which
 # costs about 30 s in the nested guest.
 vmlinux=$kdir/vmlinux-$kver
-if [[ ! -f $vmlinux ]]; then
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kdir/boot/vmlinuz-$kver" | head -n 1 | cut -d: -f1 || true)
-	[[ -n $off ]] || die "no xz payload in vmlinuz-$kver"
-	xz -dc --single-stream <(tail -c +$((off + 1)) "$kdir/boot/vmlinuz-$kver") \
-		>"$vmlinux.tmp" 2>/dev/null || true
-	[[ $(head -c 4 "$vmlinux.tmp") == $'\x7fELF' ]] || die "cannot unpack vmlinux from vmlinuz-$kver"
-	mv "$vmlinux.tmp" "$vmlinux"
-fi
+vm_extract_vmlinux "$kdir/boot/vmlinuz-$kver" "$vmlinux" ||
+	die "cannot unpack vmlinux from vmlinuz-$kver"
 
 # --- 3. The bookworm rootfs of the outer VM (mmdebstrap, cached) ---------------
 # The outer VM runs QEMU 7.2 (pvrdma was removed in 9.1), so the suite is

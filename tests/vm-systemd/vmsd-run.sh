@@ -95,65 +95,15 @@ exec {lockfd}>"$cache/.lock"
 flock "$lockfd"
 
 # --- 2. Kernel: the same cache entry as tests/vm/vm-run.sh ---------------------
-kernel_pkg() {
-	apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
-}
-newest_cached_kernel() {
-	find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
-		-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-
-}
-fetch_kernel() {
-	local kpkg ver dir tmp k
-	kpkg=$(kernel_pkg)
-	if [[ -z $kpkg ]] && ((EUID == 0)); then
-		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
-		kpkg=$(kernel_pkg)
-	fi
-	if [[ -z $kpkg ]]; then
-		kroot=$(newest_cached_kernel)
-		[[ -n $kroot ]] || skip "apt cannot resolve linux-image-amd64 and no kernel is cached"
-		say "using cached kernel $kroot (apt cannot resolve linux-image-amd64)"
-		return
-	fi
-	ver=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null |
-		awk '/^Version:/ { print $2; exit }' || true)
-	[[ -n $ver ]] || skip "apt-cache shows no version of $kpkg"
-	dir=$cache/kernel-${kpkg}_${ver//:/%}
-	kroot=$dir
-	[[ -f $dir/.complete ]] && return
-	say "fetching $kpkg $ver (once; cached in $dir)"
-	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
-	if ! (cd "$tmp" && apt-get download -q "$kpkg=$ver") >"$cache/apt-download.log" 2>&1; then
-		rm -rf "$tmp"
-		skip "cannot download $kpkg: $(tail -n 3 "$cache/apt-download.log")"
-	fi
-	mkdir -p "$tmp/root"
-	dpkg-deb -x "$tmp"/*.deb "$tmp/root"
-	k=$(basename "$(echo "$tmp"/root/lib/modules/*)")
-	depmod -b "$tmp/root" "$k"
-	touch "$tmp/root/.complete"
-	rm -rf "$dir"
-	mv "$tmp/root" "$dir"
-	rm -rf "$tmp"
-}
-fetch_kernel
+vm_fetch_kernel
+kroot=$vm_kdir
 kver=$(basename "$(echo "$kroot"/lib/modules/*)")
 kernel_image=$kroot/boot/vmlinuz-$kver
 [[ -f $kernel_image ]] || die "no kernel image $kernel_image"
 # vm-run.sh leaves the uncompressed PVH ELF next to it (about 3 s faster
 # under TCG); make it here too if it is missing.
-if [[ ! -f $kroot/vmlinux-$kver ]] && command -v xz >/dev/null &&
-	grep -qx 'CONFIG_PVH=y' "$kroot/boot/config-$kver" 2>/dev/null; then
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kernel_image" | head -n 1 | cut -d: -f1 || true)
-	if [[ -n $off ]] && xz -dc --single-stream <(tail -c +$((off + 1)) "$kernel_image") \
-		>"$kroot/vmlinux-$kver.tmp" 2>/dev/null &&
-		[[ $(head -c 4 "$kroot/vmlinux-$kver.tmp") == $'\x7fELF' ]]; then
-		mv "$kroot/vmlinux-$kver.tmp" "$kroot/vmlinux-$kver"
-	else
-		rm -f "$kroot/vmlinux-$kver.tmp"
-	fi
+if grep -qx 'CONFIG_PVH=y' "$kroot/boot/config-$kver" 2>/dev/null; then
+	vm_extract_vmlinux "$kernel_image" "$kroot/vmlinux-$kver" || true
 fi
 [[ -f $kroot/vmlinux-$kver ]] && kernel_image=$kroot/vmlinux-$kver
 t_kernel=$SECONDS

@@ -3,7 +3,8 @@
 #
 # Host-side helpers for building the VM test initramfs (tests/vm): copying
 # an ELF with the shared libraries ldd reports, and packing a cpio archive.
-# Sourced by vm-mkbase.sh and vm-run.sh.
+# Also fetches and caches Debian's kernel. Sourced by vm-mkbase.sh,
+# vm-run.sh, tests/vm-systemd/vmsd-run.sh and tests/qemu/qemu-pvrdma.sh.
 
 # The path a host file gets in the guest's merged-/usr root: /lib64/x goes
 # to usr/lib64/x (the base has lib64 -> usr/lib64), /lib/x to usr/lib/x, and
@@ -74,4 +75,96 @@ vm_require_qemu() {
 		-nodefaults -display none -monitor stdio -S <<<quit 2>&1); then
 		skip "qemu-system-x86_64 cannot start: ${qerr:-no output}"
 	fi
+}
+
+# ---- Debian's kernel, fetched from its package and cached ------------------
+# The callers define say() and skip() and set $cache (their cache directory).
+
+# The linux-image package that linux-image-amd64 depends on, or nothing.
+vm_kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
+}
+
+# Sets vm_kpkg and vm_kver (the package and its version) and vm_kdir, the
+# cache entry $cache/kernel-PKG_VERSION. Without apt lists it runs
+# apt-get update once (as root); offline it falls back to the newest
+# complete cache entry and returns 1 with vm_kpkg empty. Skips when
+# neither works.
+vm_resolve_kernel() {
+	vm_kpkg=$(vm_kernel_pkg)
+	if [[ -z $vm_kpkg ]] && ((EUID == 0)); then
+		say "apt-cache cannot resolve linux-image-amd64; running apt-get update"
+		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
+		vm_kpkg=$(vm_kernel_pkg)
+	fi
+	if [[ -z $vm_kpkg ]]; then
+		vm_kdir=$(find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
+			-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
+		[[ -n $vm_kdir ]] ||
+			skip "cannot resolve the kernel package behind linux-image-amd64 (apt lists missing?)"
+		say "using cached kernel $vm_kdir (apt cannot resolve linux-image-amd64)"
+		return 1
+	fi
+	vm_kver=$(apt-cache show --no-all-versions "$vm_kpkg" 2>/dev/null |
+		awk '/^Version:/ { print $2; exit }' || true)
+	[[ -n $vm_kver ]] || skip "apt-cache shows no version of $vm_kpkg"
+	vm_kdir=$cache/kernel-${vm_kpkg}_${vm_kver//:/%}
+}
+
+# apt-get download PKG... into DIR (apt's sandbox user must be able to
+# write there); the log goes to $cache/apt-download.log.
+vm_apt_download() {
+	local dir=$1
+	shift
+	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$dir"; fi
+	(cd "$dir" && apt-get download -q "$@") >"$cache/apt-download.log" 2>&1
+}
+
+# Unpacks the kernel image package DEB into ROOT, with the modules.dep the
+# package does not ship.
+vm_unpack_kernel() {
+	local deb=$1 root=$2 k
+	mkdir -p "$root"
+	dpkg-deb -x "$deb" "$root"
+	k=$(basename "$(echo "$root"/lib/modules/*)")
+	depmod -b "$root" "$k"
+}
+
+# Resolves the kernel and, unless cached already, downloads and unpacks it
+# into vm_kdir (marked complete only once whole).
+vm_fetch_kernel() {
+	local tmp
+	vm_resolve_kernel || return 0
+	[[ -f $vm_kdir/.complete ]] && return 0
+	say "fetching $vm_kpkg $vm_kver (once; cached in $vm_kdir)"
+	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+	if ! vm_apt_download "$tmp" "$vm_kpkg=$vm_kver"; then
+		rm -rf "$tmp"
+		skip "cannot download $vm_kpkg: $(tail -n 3 "$cache/apt-download.log")"
+	fi
+	vm_unpack_kernel "$tmp"/*.deb "$tmp/root"
+	touch "$tmp/root/.complete"
+	rm -rf "$vm_kdir"
+	mv "$tmp/root" "$vm_kdir"
+	rm -rf "$tmp"
+}
+
+# Writes OUT, the uncompressed ELF inside the bzImage VMLINUZ (an xz
+# stream), unless it exists. Under TCG the bzImage spends seconds
+# decompressing itself; a kernel with PVH support boots the ELF directly.
+# Returns 1 when it cannot be had.
+vm_extract_vmlinux() {
+	local vmlinuz=$1 out=$2 off
+	[[ -f $out ]] && return 0
+	command -v xz >/dev/null || return 1
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -n 1 | cut -d: -f1 || true)
+	if [[ -n $off ]] &&
+		xz -dc --single-stream <(tail -c +$((off + 1)) "$vmlinuz") >"$out.tmp" 2>/dev/null &&
+		[[ $(head -c 4 "$out.tmp") == $'\x7fELF' ]]; then
+		mv "$out.tmp" "$out"
+		return 0
+	fi
+	rm -f "$out.tmp"
+	return 1
 }

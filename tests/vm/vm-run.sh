@@ -113,57 +113,15 @@ mkdir -p "$cache" "$log_dir"
 exec {lockfd}>"$cache/.lock"
 flock "$lockfd"
 
-kernel_pkg() {
-	apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '/Depends: linux-image-[0-9]/ { print $2; exit }' || true
-}
-
+# A newer kernel replaces the older ones (and their bases).
 fetch_kernel() {
-	local kpkg kver_pkg dir tmp
-	kpkg=$(kernel_pkg)
-	if [[ -z $kpkg ]] && ((EUID == 0)); then
-		say "apt-cache cannot resolve linux-image-amd64; running apt-get update"
-		apt-get update -q >"$cache/apt-update.log" 2>&1 || true
-		kpkg=$(kernel_pkg)
-	fi
-	if [[ -z $kpkg ]]; then
-		# Offline or no apt lists: fall back to the newest cached kernel.
-		dir=$(find "$cache" -maxdepth 2 -name .complete -path '*/kernel-*' \
-			-printf '%T@ %h\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)
-		[[ -n $dir ]] ||
-			skip "cannot resolve the kernel package behind linux-image-amd64 (apt lists missing?)"
-		say "using cached kernel $dir (apt cannot resolve linux-image-amd64)"
-		kroot=$dir
-		return
-	fi
-	kver_pkg=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null |
-		awk '/^Version:/ { print $2; exit }' || true)
-	[[ -n $kver_pkg ]] || skip "apt-cache shows no version of $kpkg"
-	dir=$cache/kernel-${kpkg}_${kver_pkg//:/%}
-	kroot=$dir
-	[[ -f $dir/.complete ]] && return
-	say "fetching $kpkg $kver_pkg (once; cached in $dir)"
-	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-	# apt's download sandbox user must be able to write here.
-	if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
-	if ! (cd "$tmp" && apt-get download -q "$kpkg=$kver_pkg") \
-		>"$cache/apt-download.log" 2>&1; then
-		rm -rf "$tmp"
-		skip "cannot download $kpkg: $(tail -n 3 "$cache/apt-download.log")"
-	fi
-	rm -rf "$dir"
-	mkdir -p "$tmp/root"
-	dpkg-deb -x "$tmp"/*.deb "$tmp/root"
+	vm_fetch_kernel
+	kroot=$vm_kdir
+	[[ -n ${vm_kpkg:-} ]] || return 0
 	local k
-	k=$(basename "$(echo "$tmp"/root/lib/modules/*)")
-	# The package ships no modules.dep.
-	depmod -b "$tmp/root" "$k"
-	touch "$tmp/root/.complete"
-	mv "$tmp/root" "$dir"
-	rm -rf "$tmp"
-	# A newer kernel replaces the older ones (and their bases).
+	k=$(basename "$(echo "$kroot"/lib/modules/*)")
 	find "$cache" -mindepth 1 -maxdepth 1 \( -name 'kernel-*' -o -name 'base-*' \) \
-		! -path "$dir" ! -name "base-$k-*" -exec rm -rf {} +
+		! -path "$kroot" ! -name "base-$k-*" -exec rm -rf {} +
 }
 
 if [[ -n ${RDMACM_MUX_VM_KROOT:-} ]]; then
@@ -181,17 +139,7 @@ kernel_image=$vmlinuz
 if [[ -z ${RDMACM_MUX_VM_KROOT:-} ]] && command -v xz >/dev/null &&
 	grep -qx 'CONFIG_PVH=y' "$kroot/boot/config-$kver" 2>/dev/null; then
 	vmlinux=$kroot/vmlinux-$kver
-	if [[ ! -f $vmlinux ]]; then
-		off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -n 1 | cut -d: -f1 || true)
-		if [[ -n $off ]] &&
-			xz -dc --single-stream <(tail -c +$((off + 1)) "$vmlinuz") \
-				>"$vmlinux.tmp" 2>/dev/null &&
-			[[ $(head -c 4 "$vmlinux.tmp") == $'\x7fELF' ]]; then
-			mv "$vmlinux.tmp" "$vmlinux"
-		else
-			rm -f "$vmlinux.tmp"
-		fi
-	fi
+	vm_extract_vmlinux "$vmlinuz" "$vmlinux" || true
 	if [[ -f $vmlinux ]]; then kernel_image=$vmlinux; fi
 fi
 
