@@ -146,33 +146,34 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 	}
 }
 
-static void index_wire(SessionTable *t, uint32_t h, bool insert)
+/* Where session @h goes in index @c: the bucket array and the key's hash. */
+static uint32_t *index_of(SessionTable *t, uint32_t h, enum chain c, uint64_t *ret_hash)
 {
-	uint64_t hash = hash_wire(slot(t, h)->wire_id);
-	if (insert)
-		chain_insert(t, t->wire_buckets, hash, h, CHAIN_WIRE);
-	else
-		chain_remove(t, t->wire_buckets, hash, h, CHAIN_WIRE);
+	const Session *s = slot(t, h);
+
+	switch (c) {
+	case CHAIN_WIRE:
+		*ret_hash = hash_wire(s->wire_id);
+		return t->wire_buckets;
+	case CHAIN_CLIENT:
+		*ret_hash = hash_client(s->client_id, s->client_comm_id);
+		return t->client_buckets;
+	default:
+		*ret_hash = hash_peer(s->peer_comm_id, s->local_gid);
+		return t->peer_buckets;
+	}
 }
 
-static void index_client(SessionTable *t, uint32_t h, bool insert)
+/* Link session @h into (or out of) index @c under its current key. */
+static void index_update(SessionTable *t, uint32_t h, enum chain c, bool insert)
 {
-	Session *s = slot(t, h);
-	uint64_t hash = hash_client(s->client_id, s->client_comm_id);
-	if (insert)
-		chain_insert(t, t->client_buckets, hash, h, CHAIN_CLIENT);
-	else
-		chain_remove(t, t->client_buckets, hash, h, CHAIN_CLIENT);
-}
+	uint64_t hash;
+	uint32_t *buckets = index_of(t, h, c, &hash);
 
-static void index_peer(SessionTable *t, uint32_t h, bool insert)
-{
-	Session *s = slot(t, h);
-	uint64_t hash = hash_peer(s->peer_comm_id, s->local_gid);
 	if (insert)
-		chain_insert(t, t->peer_buckets, hash, h, CHAIN_PEER);
+		chain_insert(t, buckets, hash, h, c);
 	else
-		chain_remove(t, t->peer_buckets, hash, h, CHAIN_PEER);
+		chain_remove(t, buckets, hash, h, c);
 }
 
 /* Rebuild every index for the current capacity (after the array grew). */
@@ -186,11 +187,11 @@ static void reindex_all(SessionTable *t)
 		if (!(s->flags & SESSION_F_LIVE))
 			continue;
 		if (s->flags & SESSION_F_IN_WIRE)
-			index_wire(t, h, true);
+			index_update(t, h, CHAIN_WIRE, true);
 		if (s->flags & SESSION_F_IN_CLIENT)
-			index_client(t, h, true);
+			index_update(t, h, CHAIN_CLIENT, true);
 		if (s->flags & SESSION_F_IN_PEER)
-			index_peer(t, h, true);
+			index_update(t, h, CHAIN_PEER, true);
 	}
 }
 
@@ -412,11 +413,11 @@ void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle)
 		return;
 	timer_unlink(t, handle);
 	if (s->flags & SESSION_F_IN_WIRE)
-		index_wire(t, handle, false);
+		index_update(t, handle, CHAIN_WIRE, false);
 	if (s->flags & SESSION_F_IN_CLIENT)
-		index_client(t, handle, false);
+		index_update(t, handle, CHAIN_CLIENT, false);
 	if (s->flags & SESSION_F_IN_PEER)
-		index_peer(t, handle, false);
+		index_update(t, handle, CHAIN_PEER, false);
 	if (owner) {
 		if (s->owner_prev)
 			slot(t, s->owner_prev)->owner_next = s->owner_next;
@@ -461,7 +462,7 @@ uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
 	while (id == 0 || session_table_lookup_wire_id(t, id) != 0);
 	s->wire_id = id;
 	s->flags |= SESSION_F_IN_WIRE;
-	index_wire(t, handle, true);
+	index_update(t, handle, CHAIN_WIRE, true);
 	return id;
 }
 
@@ -472,10 +473,10 @@ void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t
 	if (!s)
 		return;
 	if (s->flags & SESSION_F_IN_CLIENT)
-		index_client(t, handle, false);
+		index_update(t, handle, CHAIN_CLIENT, false);
 	s->client_comm_id = comm_id;
 	s->flags |= SESSION_F_IN_CLIENT;
-	index_client(t, handle, true);
+	index_update(t, handle, CHAIN_CLIENT, true);
 }
 
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
@@ -486,14 +487,14 @@ void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm
 	if (!s)
 		return;
 	if (s->flags & SESSION_F_IN_PEER)
-		index_peer(t, handle, false);
+		index_update(t, handle, CHAIN_PEER, false);
 	s->peer_comm_id = peer_comm_id;
 	if (local_gid != s->local_gid)
 		memcpy(s->local_gid, local_gid, 16);
 	if (peer_gid && peer_gid != s->peer_gid)
 		memcpy(s->peer_gid, peer_gid, 16);
 	s->flags |= SESSION_F_IN_PEER;
-	index_peer(t, handle, true);
+	index_update(t, handle, CHAIN_PEER, true);
 }
 
 uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id)
