@@ -597,7 +597,9 @@ static int tx_start(Relay *r, TxContext *t, uint64_t now)
 		else if (cm_cma_dst_gid(mad, t->len, t->dest) < 0)
 			memset(t->dest, 0, 16);
 	}
-	memcpy(s->local_gid, t->sgid, 16);
+	/* A retransmission keeps the GID its session started from. */
+	if (t->created)
+		memcpy(s->local_gid, t->sgid, 16);
 	if (!gid_is_zero(t->dest))
 		memcpy(s->peer_gid, t->dest, 16);
 	t->wire_id = s->wire_id;
@@ -1247,11 +1249,9 @@ static bool rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uint64_t 
 	/* Learn the peer's comm id from its REP, so that its REJ(Timeout)
 	 * or MRA without our id can still be matched. */
 	if (attr == CM_ATTR_REP) {
-		if (buf->hdr.addr.grh_present)
-			session_table_set_peer(r->sessions, h, cm_get_local_comm_id(mad),
-					       s->local_gid, buf->hdr.addr.gid);
-		else
-			s->peer_comm_id = cm_get_local_comm_id(mad);
+		/* Through the table: the peer comm id is an index key. */
+		session_table_set_peer(r->sessions, h, cm_get_local_comm_id(mad), s->local_gid,
+				       buf->hdr.addr.grh_present ? buf->hdr.addr.gid : NULL);
 	}
 	session_advance(r, h, attr, true, now);
 	return true;
@@ -1759,6 +1759,8 @@ const char *relay_check_invariants(Relay *r)
 	}
 	if (!k.violation && sessions_listed != session_table_count(r->sessions))
 		k.violation = "the session count disagrees with the client lists";
+	if (!k.violation)
+		k.violation = session_table_check(r->sessions);
 	if (!k.violation && r->counters.sessions_created < session_table_count(r->sessions))
 		k.violation = "more live sessions than were ever created";
 	g_hash_table_unref(k.wire_ids);

@@ -147,7 +147,7 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 }
 
 /* Where session @h goes in index @c: the bucket array and the key's hash. */
-static uint32_t *index_of(SessionTable *t, uint32_t h, enum chain c, uint64_t *ret_hash)
+static uint32_t *index_of(const SessionTable *t, uint32_t h, enum chain c, uint64_t *ret_hash)
 {
 	const Session *s = slot(t, h);
 
@@ -580,6 +580,43 @@ int64_t session_timer_left_ms(const Session *s, uint64_t now)
 		return -1;
 	int32_t left = (int32_t)(s->deadline_ms - ms_ticks(now));
 	return left < 0 ? 0 : left;
+}
+
+const char *session_table_check(const SessionTable *t)
+{
+	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
+	uint32_t *const buckets[] = { t->wire_buckets, t->client_buckets, t->peer_buckets };
+
+	for (int c = CHAIN_WIRE; c <= CHAIN_PEER; c++) {
+		uint64_t claimed = 0, found = 0;
+
+		for (uint32_t h = 1; h <= t->used; h++) {
+			const Session *s = slot(t, h);
+			if ((s->flags & SESSION_F_LIVE) && (s->flags & flag[c]))
+				claimed++;
+		}
+		for (uint32_t b = 0; b < t->capacity; b++) {
+			uint64_t steps = 0;
+
+			for (uint32_t h = buckets[c][b]; h; h = *chain_next(t, h, (enum chain)c)) {
+				uint64_t hash;
+
+				if (h > t->used)
+					return "an index chain points past the used slots";
+				if (!(slot(t, h)->flags & SESSION_F_LIVE) || !(slot(t, h)->flags & flag[c]))
+					return "an index chain holds a session that is not in it";
+				(void)index_of(t, h, (enum chain)c, &hash);
+				if (bucket_of(t, hash) != b)
+					return "a session is filed under a key it no longer has";
+				if (++steps > claimed)
+					return "an index chain loops";
+				found++;
+			}
+		}
+		if (found != claimed)
+			return "an index misses a session that claims to be in it";
+	}
+	return NULL;
 }
 
 const char *session_state_name(SessionState st)

@@ -163,6 +163,14 @@ void session_table_foreach(const SessionTable *t,
 uint32_t session_age_ms(const Session *s, uint64_t now);
 int64_t session_timer_left_ms(const Session *s, uint64_t now);
 
+/**
+ * session_table_check() - verify the indexes: every chain ends, holds only
+ * live sessions filed under their current key, and each index holds each
+ * session that claims to be in it exactly once. For fuzzers and tests.
+ * Return: NULL, or what is wrong (static storage).
+ */
+const char *session_table_check(const SessionTable *t);
+
 const char *session_state_name(SessionState s);
 const char *session_timer_name(SessionTimer k);
 
