@@ -48,10 +48,15 @@ mkdir -p "$workdir" fuzz-artifacts
 seeds=()
 [[ -d $corpus ]] && seeds=("$corpus")
 
-echo "$name: fuzzing for ${seconds}s"
+# FUZZ_SEED fixes libFuzzer's seed (the CI run sets it, so a red run can
+# be replayed); without it every run explores afresh.
+seed_args=()
+[[ -n ${FUZZ_SEED:-} ]] && seed_args=(-seed="$FUZZ_SEED")
+
+echo "$name: fuzzing for ${seconds}s${FUZZ_SEED:+ (seed $FUZZ_SEED)}"
 # The per-input NEW/REDUCE/pulse lines are noise in a test log.
 set +e
-"$bin" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
+"$bin" "${seed_args[@]}" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
 	-rss_limit_mb=2048 -max_len="${FUZZ_MAX_LEN:-4096}" \
 	-artifact_prefix="fuzz-artifacts/$name-" "$workdir" "${seeds[@]}" 2>&1 |
 	grep -v -e '^#[0-9]*[[:space:]]*\(NEW\|REDUCE\|pulse\)'
