@@ -20,6 +20,8 @@ VM_NET_EXTRA1=10.0.2.0/24
 # Where rdmacm-mux puts its sockets: -s $VM_SOCK_PREFIX gives
 # $VM_SOCK_PREFIX-<dev>-<port>.
 VM_SOCK_PREFIX=/run/rdmacm-mux
+# A comm id as the clients and the daemon's trace print it, for regexes.
+ID='0x[0-9a-f]{8}'
 
 VM_FAILED=0
 
@@ -406,8 +408,8 @@ vm_check_no_problems() {
 
 # vm_cleanup: stops what a scenario left running because it ended early (a
 # failure, vm_die, its timeout): every process with a pid file in /tmp
-# (vm_mux_start, vm_client). It then removes the pid files and the daemons'
-# sockets. guest-init runs it after each scenario.
+# (vm_mux_start, vm_client). It then removes the pid files, the daemons'
+# sockets and the GID map. guest-init runs it after each scenario.
 vm_cleanup() {
 	for f in /tmp/*.pid; do
 		[ -f "$f" ] || continue
@@ -418,4 +420,6 @@ vm_cleanup() {
 		rm -f "$f"
 	done
 	rm -f "$VM_SOCK_PREFIX"-*
+	# Each scenario records its own clients' GIDs (vm_pingpong etc.).
+	rm -f /tmp/gidmap
 }

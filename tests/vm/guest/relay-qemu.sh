@@ -24,8 +24,6 @@ vm_need rdmacm-mux rdmacm-mux-pingpong rdmacm-mux-qemu-client
 G01=$(vm_gid 10.0.0.1)
 G11=$(vm_gid 10.0.1.1) G12=$(vm_gid 10.0.1.2) G13=$(vm_gid 10.0.1.3) G14=$(vm_gid 10.0.1.4)
 G21=$(vm_gid 10.0.2.1) G22=$(vm_gid 10.0.2.2) G23=$(vm_gid 10.0.2.3)
-ID='0x[0-9a-f]{8}'
-: >/tmp/gidmap
 
 vm_mux_start muxA rxe0 || vm_finish
 vm_mux_start muxB rxe1 || vm_finish
