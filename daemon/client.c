@@ -81,11 +81,45 @@ void client_free(Client *c)
 
 /* ---- input ---- */
 
+int client_fill_input(Client *c)
+{
+	size_t room;
+	ssize_t n;
+
+	if (c->in_error)
+		return c->in_error;
+	if (c->in_len - c->in_off >= FRAME_SIZE)
+		return 0;
+	/* Move the partial frame to the front and refill. */
+	if (c->in_off > 0) {
+		memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+		c->in_len -= c->in_off;
+		c->in_off = 0;
+	}
+	room = sizeof(c->in) - c->in_len;
+	n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return 0;
+		c->in_error = -errno;
+		return c->in_error;
+	}
+	if (n == 0) {
+		c->in_error = -EPIPE;
+		return c->in_error;
+	}
+	c->in_len += (size_t)n;
+	if (c->in_len >= FRAME_SIZE) {
+		c->input_drained = (size_t)n < room;
+		c->input_fresh = true;
+	}
+	return 0;
+}
+
 int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 {
 	if (c->in_len - c->in_off < FRAME_SIZE) {
-		size_t room;
-		ssize_t n;
+		int e;
 
 		/* The last recv() came back short, so the socket was empty
 		 * then: end this batch instead of asking again (epoll is level
@@ -94,23 +128,11 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 			c->input_drained = false;
 			return 0;
 		}
-
-		/* Move the partial frame to the front and refill. */
-		if (c->in_off > 0) {
-			memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
-			c->in_len -= c->in_off;
-			c->in_off = 0;
-		}
-		room = sizeof(c->in) - c->in_len;
-		n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
-		if (n < 0)
-			return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
-		if (n == 0)
-			return -EPIPE;
-		c->in_len += (size_t)n;
-		if (c->in_len < FRAME_SIZE)
+		e = client_fill_input(c);
+		if (e < 0)
+			return e;
+		if (c->in_len - c->in_off < FRAME_SIZE)
 			return 0;
-		c->input_drained = (size_t)n < room;
 	}
 	memcpy(out, c->in + c->in_off, FRAME_SIZE);
 	c->in_off += FRAME_SIZE;

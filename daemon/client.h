@@ -51,6 +51,8 @@ typedef struct Client {
 	size_t in_len;
 	size_t in_off;
 	bool input_drained; /* the last recv() did not fill the buffer */
+	bool input_fresh;   /* frames came in whose lookups nobody warmed yet */
+	int in_error;	    /* the socket's end (-EPIPE) or error, once seen */
 
 	FrameQueue resp;
 	FrameQueue mad;
@@ -82,6 +84,14 @@ void client_free(Client *c);
  * another negative errno on a socket error.
  */
 int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
+/**
+ * client_fill_input() - read from the socket unless a whole frame is
+ * buffered already; client_read_frame() does this when it needs to, the
+ * relay ahead of time to see several clients' frames at once.
+ * Return: 0 (whatever was read, possibly nothing), or the error
+ * client_read_frame() will return once the buffered frames are used up.
+ */
+int client_fill_input(Client *c);
 /* True when part of a frame is buffered (a cut-off frame at EOF). */
 bool client_has_partial_input(const Client *c);
 

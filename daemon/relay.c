@@ -44,9 +44,9 @@
 #define DEFAULT_HOP_LIMIT 64
 #define CLIENT_CACHE_SLOTS 256 /* a power of two */
 #define CLIENT_EVENTS 64 /* ready client sockets served per dispatch */
-/* From this many sessions on, a batch prefetches its lookups (see
- * session_table_prefetch_wire_id()); below, the table sits in the cache. */
-#define PREFETCH_SESSIONS 65536u
+/* From this many sessions on, a batch warms its lookups first (see
+ * session_table_warm_wire_id()); below, the table sits in the cache. */
+#define WARM_SESSIONS 65536u
 
 /* relay_deliver() zeroes a frame in parts: no padding before the MAD. */
 _Static_assert(offsetof(struct rdmacm_mux_msg, umad.hdr) + sizeof(struct rdmacm_mux_umad_hdr) ==
@@ -968,29 +968,30 @@ static bool relay_handle_request(Relay *r, Client *c, struct rdmacm_mux_msg *m)
 	return true;
 }
 
-/* The sessions the frames just read will look up (tx_continue()): start
- * loading them, buckets first (see session_table_prefetch_wire_id()). */
-static void tx_prefetch(Relay *r, const Client *c)
+/* Warm what tx_continue() will look up for the frames @c has buffered
+ * (see session_table_warm_client_comm_id()). */
+static void tx_warm(Relay *r, Client *c)
 {
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t off = c->in_off; off + RDMACM_MUX_FRAME_SIZE <= c->in_len;
-		     off += RDMACM_MUX_FRAME_SIZE) {
-			const uint8_t *f = c->in + off;
-			const uint8_t *mad = f + offsetof(struct rdmacm_mux_msg, umad.mad);
-			uint32_t op;
-			int32_t len;
-			uint16_t attr;
+	for (size_t off = c->in_off; off + RDMACM_MUX_FRAME_SIZE <= c->in_len;
+	     off += RDMACM_MUX_FRAME_SIZE) {
+		const uint8_t *f = c->in + off;
+		const uint8_t *mad = f + offsetof(struct rdmacm_mux_msg, umad.mad);
+		uint32_t op, local;
+		int32_t len;
+		uint16_t attr;
 
-			memcpy(&op, f + offsetof(struct rdmacm_mux_msg, hdr.op_code), sizeof(op));
-			memcpy(&len, f + offsetof(struct rdmacm_mux_msg, umad_len), sizeof(len));
-			if (op != RDMACM_MUX_OP_CODE_MAD || len < 32)
-				continue;
-			attr = get_be16(mad + 16);
-			if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
-				continue;
-			session_table_prefetch_client_comm_id(r->sessions, c->id,
-							      cm_get_local_comm_id(mad), pass == 1);
-		}
+		memcpy(&op, f + offsetof(struct rdmacm_mux_msg, hdr.op_code), sizeof(op));
+		memcpy(&len, f + offsetof(struct rdmacm_mux_msg, umad_len), sizeof(len));
+		if (op != RDMACM_MUX_OP_CODE_MAD || len < 32)
+			continue;
+		attr = get_be16(mad + 16);
+		if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
+			continue;
+		local = cm_get_local_comm_id(mad);
+		if (local)
+			session_table_warm_client_comm_id(r->sessions, c->id, local);
+	}
+	c->input_fresh = false;
 }
 
 static void client_io(Relay *r, Client *c, uint32_t revents)
@@ -1019,10 +1020,9 @@ static void client_io(Relay *r, Client *c, uint32_t revents)
 				relay_schedule_timer(r);
 				return;
 			}
-			/* the first frame of a fresh read: the rest are behind it */
-			if (c->in_off == RDMACM_MUX_FRAME_SIZE &&
-			    session_table_count(r->sessions) >= PREFETCH_SESSIONS)
-				tx_prefetch(r, c);
+			/* a refill within the batch: one client's frames only */
+			if (c->input_fresh && session_table_count(r->sessions) >= WARM_SESSIONS)
+				tx_warm(r, c);
 			if (!relay_handle_request(r, c, &m)) {
 				relay_flush_dirty(r);
 				relay_schedule_timer(r);
@@ -1032,6 +1032,25 @@ static void client_io(Relay *r, Client *c, uint32_t revents)
 	}
 	relay_flush_dirty(r);
 	relay_schedule_timer(r);
+}
+
+/*
+ * In a big table every lookup misses the cache. One client's read is at
+ * most CLIENT_INPUT_FRAMES frames, so read every ready client first and
+ * warm all their lookups together, as umad_io() does for inbound MADs.
+ */
+static void tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		Client *c = relay_client(r, (uint32_t)evs[i].data.u64);
+
+		if (!c || !(evs[i].events & EPOLLIN) || c->reading_paused)
+			continue;
+		/* an error is kept for client_read_frame(), after the frames */
+		(void)client_fill_input(c);
+		if (c->input_fresh)
+			tx_warm(r, c);
+	}
 }
 
 static int on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -1045,6 +1064,8 @@ static int on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *use
 	(void)revents;
 	n = epoll_wait(r->client_ep, evs, CLIENT_EVENTS, 0);
 	r->dispatch_now = relay_now(r);
+	if (session_table_count(r->sessions) >= WARM_SESSIONS)
+		tx_warm_ready(r, evs, n);
 	for (int i = 0; i < n; i++) {
 		/* by id: serving one client may drop another (a failed flush) */
 		Client *c = relay_client(r, (uint32_t)evs[i].data.u64);
@@ -1329,9 +1350,8 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	relay_emit(r, &ev, rt.client);
 }
 
-/* Start loading the session an inbound MAD will be routed by (see
- * rx_route_session()); @head: the second pass, once buckets are in. */
-static void rx_prefetch(Relay *r, const UmadBuffer *buf, size_t len, bool head)
+/* Warm the session an inbound MAD will be routed by (rx_route_session()). */
+static void rx_warm(Relay *r, const UmadBuffer *buf, size_t len)
 {
 	uint16_t attr;
 	uint32_t wire;
@@ -1343,7 +1363,7 @@ static void rx_prefetch(Relay *r, const UmadBuffer *buf, size_t len, bool head)
 		return;
 	wire = cm_get_remote_comm_id(buf->mad);
 	if (wire)
-		session_table_prefetch_wire_id(r->sessions, wire, head);
+		session_table_warm_wire_id(r->sessions, wire);
 }
 
 static void umad_io(Relay *r)
@@ -1351,7 +1371,7 @@ static void umad_io(Relay *r)
 	int n = 0, e = 0;
 
 	/* Take the batch first, then route it: in a big table the lookups'
-	 * cache misses then overlap (prefetch), instead of one per MAD. */
+	 * cache misses then overlap (rx_warm()), instead of one per MAD. */
 	while (n < UMAD_BATCH) {
 		size_t len = 0;
 
@@ -1361,10 +1381,9 @@ static void umad_io(Relay *r)
 		r->recv_errors_in_a_row = 0;
 		r->rx_len[n++] = len;
 	}
-	if (n > 1 && session_table_count(r->sessions) >= PREFETCH_SESSIONS)
-		for (int pass = 0; pass < 2; pass++)
-			for (int i = 0; i < n; i++)
-				rx_prefetch(r, &r->rx_batch[i], r->rx_len[i], pass == 1);
+	if (n > 1 && session_table_count(r->sessions) >= WARM_SESSIONS)
+		for (int i = 0; i < n; i++)
+			rx_warm(r, &r->rx_batch[i], r->rx_len[i]);
 	for (int i = 0; i < n; i++)
 		relay_deliver(r, &r->rx_batch[i], r->rx_len[i]);
 

@@ -133,15 +133,12 @@ uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
 				   const uint8_t local_gid[16], const uint8_t *peer_gid);
 
 /*
- * Hints for a batch of lookups in a big table: @slot false starts loading
- * the bucket a lookup of this key reads; @slot true (after the bucket had
- * time to arrive) the session at the head of its chain. They change
- * nothing: a batch prefetches all its keys, then looks them up, so that
- * the cache misses overlap instead of coming one after another.
+ * For a batch of lookups in a big table: do them all first, back to back,
+ * so that their cache misses overlap instead of coming one per message
+ * between the batch's syscalls. They change nothing.
  */
-void session_table_prefetch_wire_id(const SessionTable *t, uint32_t wire_id, bool slot);
-void session_table_prefetch_client_comm_id(const SessionTable *t, uint32_t client_id,
-					   uint32_t comm_id, bool slot);
+void session_table_warm_wire_id(SessionTable *t, uint32_t wire_id);
+void session_table_warm_client_comm_id(SessionTable *t, uint32_t client_id, uint32_t comm_id);
 
 /* (Re)arm a session's timer of @kind from @now (usec); NONE disarms it. */
 void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now);

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of a client's input framing over a real socket pair: whole
+ * frames only, read ahead of time or on demand, and the end of the stream
+ * reported only after every whole frame before it. */
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+
+typedef struct Pair {
+	Client *c;
+	int peer;
+} Pair;
+
+static void pair_open(Pair *p)
+{
+	int sv[2];
+
+	g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+	p->c = client_new(7, sv[0], 16, 16);
+	p->peer = sv[1];
+}
+
+static void pair_close(Pair *p)
+{
+	client_free(p->c);
+	if (p->peer >= 0)
+		close(p->peer);
+}
+
+/* Write @n frames whose op codes are @first, @first + 1, ... */
+static void send_frames(int fd, uint32_t first, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct rdmacm_mux_msg m;
+
+		memset(&m, 0, sizeof(m));
+		m.hdr.op_code = first + i;
+		g_assert_cmpint(write(fd, &m, sizeof(m)), ==, (ssize_t)sizeof(m));
+	}
+}
+
+static void test_read_ahead_then_frames(void)
+{
+	Pair p;
+	struct rdmacm_mux_msg m;
+
+	pair_open(&p);
+	send_frames(p.peer, 100, 3);
+	g_assert_cmpint(client_fill_input(p.c), ==, 0);
+	g_assert_true(p.c->input_fresh);
+	g_assert_cmpuint(p.c->in_len, ==, 3 * sizeof(m));
+	/* a second fill with whole frames buffered reads nothing */
+	send_frames(p.peer, 103, 1);
+	g_assert_cmpint(client_fill_input(p.c), ==, 0);
+	g_assert_cmpuint(p.c->in_len, ==, 3 * sizeof(m));
+	for (uint32_t op = 100; op < 103; op++) {
+		g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+		g_assert_cmpuint(m.hdr.op_code, ==, op);
+	}
+	/* the read ahead came back short: the batch ends here ... */
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	/* ... and the next one reads the frame that came since */
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpuint(m.hdr.op_code, ==, 103);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	pair_close(&p);
+}
+
+static void test_end_after_buffered_frames(void)
+{
+	Pair p;
+	struct rdmacm_mux_msg m;
+
+	pair_open(&p);
+	send_frames(p.peer, 1, 2);
+	close(p.peer);
+	p.peer = -1;
+	g_assert_cmpint(client_fill_input(p.c), ==, 0);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpuint(m.hdr.op_code, ==, 2);
+	/* the short read ended one batch; the next finds the end */
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
+	g_assert_false(client_has_partial_input(p.c));
+	/* and keeps reporting it */
+	g_assert_cmpint(client_fill_input(p.c), ==, -EPIPE);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
+	pair_close(&p);
+}
+
+static void test_cut_frame_at_end(void)
+{
+	Pair p;
+	struct rdmacm_mux_msg m;
+	uint8_t half[sizeof(m) / 2];
+
+	pair_open(&p);
+	send_frames(p.peer, 1, 1);
+	memset(half, 0xab, sizeof(half));
+	g_assert_cmpint(write(p.peer, half, sizeof(half)), ==, (ssize_t)sizeof(half));
+	close(p.peer);
+	p.peer = -1;
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
+	g_assert_true(client_has_partial_input(p.c));
+	pair_close(&p);
+}
+
+static void test_frame_in_pieces(void)
+{
+	Pair p;
+	struct rdmacm_mux_msg m, out;
+	const uint8_t *bytes = (const uint8_t *)&m;
+
+	pair_open(&p);
+	memset(&m, 0, sizeof(m));
+	m.hdr.op_code = 42;
+	/* a piece at a time: no frame, no fresh input, no error */
+	for (size_t off = 0; off < sizeof(m); off += 100) {
+		size_t n = MIN((size_t)100, sizeof(m) - off);
+
+		g_assert_cmpint(client_fill_input(p.c), ==, 0);
+		g_assert_false(p.c->input_fresh);
+		g_assert_cmpint(client_read_frame(p.c, &out), ==, 0);
+		g_assert_cmpint(write(p.peer, bytes + off, n), ==, (ssize_t)n);
+	}
+	g_assert_cmpint(client_fill_input(p.c), ==, 0);
+	g_assert_true(p.c->input_fresh);
+	g_assert_cmpint(client_read_frame(p.c, &out), ==, 1);
+	g_assert_cmpuint(out.hdr.op_code, ==, 42);
+	pair_close(&p);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/client/read-ahead-then-frames", test_read_ahead_then_frames);
+	g_test_add_func("/client/end-after-buffered-frames", test_end_after_buffered_frames);
+	g_test_add_func("/client/cut-frame-at-end", test_cut_frame_at_end);
+	g_test_add_func("/client/frame-in-pieces", test_frame_in_pieces);
+	return g_test_run();
+}
