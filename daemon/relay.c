@@ -45,8 +45,16 @@
 #define CLIENT_CACHE_SLOTS 256 /* a power of two */
 #define CLIENT_EVENTS 64 /* ready client sockets served per dispatch */
 /* From this many sessions on, a batch warms its lookups first (see
- * session_table_warm_wire_id()); below, the table sits in the cache. */
+ * session_table_warm_wire_ids()); below, the table sits in the cache. */
 #define WARM_SESSIONS 65536u
+
+/* The keys tx_continue() will look up, collected for one warming pass
+ * (see session_table_warm_client_comm_ids()). */
+typedef struct TxWarmKeys {
+	uint32_t client_ids[CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t comm_ids[CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	unsigned n;
+} TxWarmKeys;
 
 /* relay_deliver() zeroes a frame in parts: no padding before the MAD. */
 _Static_assert(offsetof(struct rdmacm_mux_msg, umad.hdr) + sizeof(struct rdmacm_mux_umad_hdr) ==
@@ -82,6 +90,7 @@ struct Relay {
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
+	TxWarmKeys tx_warm; /* 8 KiB: kept off the stack */
 };
 
 static const char *const rx_drop_names[RX_DROP_COUNT] = {
@@ -968,9 +977,8 @@ static bool relay_handle_request(Relay *r, Client *c, struct rdmacm_mux_msg *m)
 	return true;
 }
 
-/* Warm what tx_continue() will look up for the frames @c has buffered
- * (see session_table_warm_client_comm_id()). */
-static void tx_warm(Relay *r, Client *c)
+/* Add the keys of the frames @c has buffered. */
+static void tx_warm_collect(TxWarmKeys *k, Client *c)
 {
 	for (size_t off = c->in_off; off + RDMACM_MUX_FRAME_SIZE <= c->in_len;
 	     off += RDMACM_MUX_FRAME_SIZE) {
@@ -988,10 +996,21 @@ static void tx_warm(Relay *r, Client *c)
 		if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
 			continue;
 		local = cm_get_local_comm_id(mad);
-		if (local)
-			session_table_warm_client_comm_id(r->sessions, c->id, local);
+		if (local && k->n < G_N_ELEMENTS(k->comm_ids)) {
+			k->client_ids[k->n] = c->id;
+			k->comm_ids[k->n++] = local;
+		}
 	}
 	c->input_fresh = false;
+}
+
+static void tx_warm(Relay *r, Client *c)
+{
+	TxWarmKeys *k = &r->tx_warm;
+
+	k->n = 0;
+	tx_warm_collect(k, c);
+	session_table_warm_client_comm_ids(r->sessions, k->client_ids, k->comm_ids, k->n);
 }
 
 static void client_io(Relay *r, Client *c, uint32_t revents)
@@ -1041,6 +1060,9 @@ static void client_io(Relay *r, Client *c, uint32_t revents)
  */
 static void tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 {
+	TxWarmKeys *k = &r->tx_warm;
+
+	k->n = 0;
 	for (int i = 0; i < n; i++) {
 		Client *c = relay_client(r, (uint32_t)evs[i].data.u64);
 
@@ -1049,8 +1071,9 @@ static void tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 		/* an error is kept for client_read_frame(), after the frames */
 		(void)client_fill_input(c);
 		if (c->input_fresh)
-			tx_warm(r, c);
+			tx_warm_collect(k, c);
 	}
+	session_table_warm_client_comm_ids(r->sessions, k->client_ids, k->comm_ids, k->n);
 }
 
 static int on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -1350,20 +1373,17 @@ static void relay_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	relay_emit(r, &ev, rt.client);
 }
 
-/* Warm the session an inbound MAD will be routed by (rx_route_session()). */
-static void rx_warm(Relay *r, const UmadBuffer *buf, size_t len)
+/* The wire id rx_route_session() will look up for an inbound MAD, or 0. */
+static uint32_t rx_session_key(const UmadBuffer *buf, size_t len)
 {
 	uint16_t attr;
-	uint32_t wire;
 
 	if (buf->hdr.status != 0 || len < 32)
-		return;
+		return 0;
 	attr = get_be16(buf->mad + 16);
 	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP)
-		return;
-	wire = cm_get_remote_comm_id(buf->mad);
-	if (wire)
-		session_table_warm_wire_id(r->sessions, wire);
+		return 0;
+	return cm_get_remote_comm_id(buf->mad);
 }
 
 static void umad_io(Relay *r)
@@ -1371,7 +1391,7 @@ static void umad_io(Relay *r)
 	int n = 0, e = 0;
 
 	/* Take the batch first, then route it: in a big table the lookups'
-	 * cache misses then overlap (rx_warm()), instead of one per MAD. */
+	 * cache misses then overlap (session_table_warm_wire_ids()), instead of one per MAD. */
 	while (n < UMAD_BATCH) {
 		size_t len = 0;
 
@@ -1381,9 +1401,16 @@ static void umad_io(Relay *r)
 		r->recv_errors_in_a_row = 0;
 		r->rx_len[n++] = len;
 	}
-	if (n > 1 && session_table_count(r->sessions) >= WARM_SESSIONS)
-		for (int i = 0; i < n; i++)
-			rx_warm(r, &r->rx_batch[i], r->rx_len[i]);
+	if (n > 1 && session_table_count(r->sessions) >= WARM_SESSIONS) {
+		uint32_t keys[UMAD_BATCH];
+		unsigned k = 0;
+
+		for (int i = 0; i < n; i++) {
+			keys[k] = rx_session_key(&r->rx_batch[i], r->rx_len[i]);
+			k += keys[k] != 0;
+		}
+		session_table_warm_wire_ids(r->sessions, keys, k);
+	}
 	for (int i = 0; i < n; i++)
 		relay_deliver(r, &r->rx_batch[i], r->rx_len[i]);
 

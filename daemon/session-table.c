@@ -521,13 +521,17 @@ uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id
 }
 
 /*
- * A lookup for its loads only, and then the whole session it found (88
- * bytes: two or three cache lines; the route reads its GIDs at the end).
- * The lookups of a batch are independent, so done back to back the CPU
- * overlaps their misses and page walks; the real lookups later, between
- * syscalls, find everything cached. __builtin_prefetch() did far less on
- * this kind of VM: a prefetch that misses the TLB is mostly dropped.
+ * Warming a batch: every bucket first, then every chain, then the whole
+ * session each found (88 bytes: two or three cache lines, and the route
+ * reads its GIDs at the end). The loads of one stage are independent, so
+ * the CPU overlaps their misses and page walks; the real lookups later,
+ * one between each two syscalls, find everything cached. Two stages keep
+ * a lookup's dependent loads (bucket, then slot) from limiting how many
+ * are in flight. __builtin_prefetch() did far less on this kind of VM: a
+ * prefetch that misses the TLB is mostly dropped.
  */
+#define WARM_CHUNK 256
+
 static void warm_session(const SessionTable *t, uint32_t h)
 {
 	if (h) {
@@ -539,14 +543,45 @@ static void warm_session(const SessionTable *t, uint32_t h)
 	}
 }
 
-void session_table_warm_wire_id(SessionTable *t, uint32_t wire_id)
+void session_table_warm_wire_ids(SessionTable *t, const uint32_t *wire_ids, unsigned n)
 {
-	warm_session(t, session_table_lookup_wire_id(t, wire_id));
+	uint32_t heads[WARM_CHUNK];
+
+	for (unsigned base = 0; base < n; base += WARM_CHUNK) {
+		unsigned k = MIN(n - base, WARM_CHUNK);
+
+		for (unsigned i = 0; i < k; i++)
+			heads[i] = t->wire_buckets[bucket_of(t, hash_wire(wire_ids[base + i]))];
+		for (unsigned i = 0; i < k; i++) {
+			uint32_t h = heads[i];
+
+			while (h && slot(t, h)->wire_id != wire_ids[base + i])
+				h = slot(t, h)->next_wire;
+			warm_session(t, h);
+		}
+	}
 }
 
-void session_table_warm_client_comm_id(SessionTable *t, uint32_t client_id, uint32_t comm_id)
+void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_ids,
+					const uint32_t *comm_ids, unsigned n)
 {
-	warm_session(t, session_table_lookup_client_comm_id(t, client_id, comm_id));
+	uint32_t heads[WARM_CHUNK];
+
+	for (unsigned base = 0; base < n; base += WARM_CHUNK) {
+		unsigned k = MIN(n - base, WARM_CHUNK);
+
+		for (unsigned i = 0; i < k; i++)
+			heads[i] = t->client_buckets[bucket_of(
+				t, hash_client(client_ids[base + i], comm_ids[base + i]))];
+		for (unsigned i = 0; i < k; i++) {
+			uint32_t h = heads[i];
+
+			while (h && (slot(t, h)->client_id != client_ids[base + i] ||
+				     slot(t, h)->client_comm_id != comm_ids[base + i]))
+				h = slot(t, h)->next_client;
+			warm_session(t, h);
+		}
+	}
 }
 
 uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,

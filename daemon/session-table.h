@@ -133,12 +133,14 @@ uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
 				   const uint8_t local_gid[16], const uint8_t *peer_gid);
 
 /*
- * For a batch of lookups in a big table: do them all first, back to back,
- * so that their cache misses overlap instead of coming one per message
- * between the batch's syscalls. They change nothing.
+ * For a batch of lookups in a big table: do their loads first, all
+ * together, so that the cache misses overlap instead of coming one per
+ * message between the batch's syscalls. They change nothing; keys that
+ * are in no session are fine.
  */
-void session_table_warm_wire_id(SessionTable *t, uint32_t wire_id);
-void session_table_warm_client_comm_id(SessionTable *t, uint32_t client_id, uint32_t comm_id);
+void session_table_warm_wire_ids(SessionTable *t, const uint32_t *wire_ids, unsigned n);
+void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_ids,
+					const uint32_t *comm_ids, unsigned n);
 
 /* (Re)arm a session's timer of @kind from @now (usec); NONE disarms it. */
 void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now);

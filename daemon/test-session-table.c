@@ -44,10 +44,9 @@ static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
 	/* Assigning again keeps the id: retransmissions map to one id. */
 	g_assert_cmpuint(session_table_assign_wire_id(t, h1), ==, w1);
 	/* Warming (the batch pass) reads only, found or not. */
-	session_table_warm_client_comm_id(t, 1, 0x1234);
-	session_table_warm_client_comm_id(t, 3, 0x1234);
-	session_table_warm_wire_id(t, w2);
-	session_table_warm_wire_id(t, 0);
+	session_table_warm_client_comm_ids(t, (const uint32_t[]){ 1, 3 },
+					   (const uint32_t[]){ 0x1234, 0x1234 }, 2);
+	session_table_warm_wire_ids(t, (const uint32_t[]){ w2, 0, w1 }, 3);
 
 	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 1, 0x1234), ==, h1);
 	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 2, 0x1234), ==, h2);
