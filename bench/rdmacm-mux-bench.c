@@ -40,6 +40,7 @@ typedef struct Opts {
 	bool quick, check, cost, verbose;
 	const char *json, *plot, *daemon, *sim_lib;
 	unsigned runs, run_ms, warm_ms;
+	unsigned blocks;       /* --blocks: a row's runs come in this many blocks */
 	const char *only;      /* --only: a comma-separated list of row groups */
 	unsigned cost_mads;    /* --cost-mads: MADs per callgrind count */
 } Opts;
@@ -63,6 +64,8 @@ typedef struct Row {
 	unsigned clients;
 	uint32_t sessions;
 	double med, min, max;
+	double v[MAX_RUNS]; /* every run's rate, over all blocks */
+	unsigned nv;
 	double ratio;	   /* med / the probe's, 0 when there is none */
 	uint64_t p50, p99, p999; /* latency rows (ns) */
 	uint64_t errors;
@@ -457,14 +460,19 @@ static Row *find_row(const char *name, const char *relay, unsigned clients)
 	return NULL;
 }
 
-/* One measurement: warm-up, then o.runs runs; the row gets median/min/max. */
-static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency)
+/*
+ * One measurement: warm-up, then @runs runs, added to the row's earlier
+ * runs (a row measured in blocks); the row's median, min and max are over
+ * all of them.
+ */
+static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency, unsigned runs)
 {
 	DriveSpec spec = { .mode = mode, .rate = rate, .warm_ms = B.o.warm_ms,
-			   .run_ms = B.o.run_ms, .runs = B.o.runs, .latency = latency };
+			   .run_ms = B.o.run_ms, .runs = runs, .latency = latency };
 	static DriveOut out;
 	double v[MAX_RUNS];
 	const Hist *h;
+	unsigned n;
 
 	if (mode == DRIVE_RX)
 		set_wire(WIRE_BLAST);
@@ -473,11 +481,11 @@ static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency
 		set_wire(WIRE_SINK);
 		g_usleep(20000);
 	}
-	for (unsigned k = 0; k + 1 < out.nsnap; k++) {
+	for (unsigned k = 0; k + 1 < out.nsnap && r->nv < MAX_RUNS; k++) {
 		double secs = (double)(out.snaps[k + 1].t - out.snaps[k].t) / 1e9;
 
-		v[k] = (double)(snap_metric(&out.snaps[k + 1], mode) - snap_metric(&out.snaps[k], mode)) /
-		       secs;
+		r->v[r->nv++] = (double)(snap_metric(&out.snaps[k + 1], mode) -
+					 snap_metric(&out.snaps[k], mode)) / secs;
 	}
 	if (B.o.verbose)
 		for (unsigned k = 0; k < out.nsnap; k++)
@@ -486,21 +494,29 @@ static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency
 				(unsigned long long)out.snaps[k].inbound,
 				(unsigned long long)out.snaps[k].resp_ok,
 				(unsigned long long)__atomic_load_n(&B.sh->blast_sent, __ATOMIC_RELAXED));
-	qsort(v, out.nsnap - 1, sizeof(double), cmp_double);
+	n = r->nv;
+	memcpy(v, r->v, n * sizeof(double));
+	qsort(v, n, sizeof(double), cmp_double);
 	r->min = v[0];
-	r->max = v[out.nsnap - 2];
-	r->med = v[(out.nsnap - 1) / 2];
-	r->errors = out.resp_err + out.write_errors;
-	B.total_errors += r->errors;
+	r->max = v[n - 1];
+	r->med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	r->errors += out.resp_err + out.write_errors;
+	B.total_errors += out.resp_err + out.write_errors;
 	if (latency) {
 		h = mode == DRIVE_RX ? &out.lat : &B.sh->sink_lat;
 		r->p50 = hist_quantile(h, 0.5);
 		r->p99 = hist_quantile(h, 0.99);
 		r->p999 = hist_quantile(h, 0.999);
 	}
-	fprintf(stderr, "  %-22s %-6s %5u clients %8u sessions: %12.0f %s (min %.0f max %.0f)%s\n",
-		r->name, r->relay, r->clients, r->sessions, r->med, r->unit, r->min, r->max,
+	fprintf(stderr, "  %-22s %-6s %5u clients %8u sessions: %12.0f %s (min %.0f max %.0f, %u runs)%s\n",
+		r->name, r->relay, r->clients, r->sessions, r->med, r->unit, r->min, r->max, r->nv,
 		r->errors ? " ERRORS" : "");
+}
+
+/* Runs per block for a row measured in blocks. */
+static unsigned block_runs(void)
+{
+	return (B.o.runs + B.o.blocks - 1) / B.o.blocks;
 }
 
 static void blast_setup(uint32_t n_ids)
@@ -564,73 +580,104 @@ static void ratio(Row *r, const Row *probe)
 		r->ratio = r->med / probe->med;
 }
 
-/* Clients sweep: TX, RX and QEMU-style through the daemon and through the probe. */
-static void sweep_clients(unsigned clients)
-{
-	uint32_t sessions = clients > 1000 ? clients : 1000;
-	bool qemu = clients <= 100;
-	Driver d;
-	Row *tx, *rx, *qm = NULL, *ptx, *prx, *pqm = NULL;
-	double rss0, rss1;
+/* The rows of one clients sweep: TX, RX, QEMU-style (or NULL). */
+typedef struct RowSet {
+	Row *tx, *rx, *qm;
+} RowSet;
 
-	fprintf(stderr, "rdmacm-mux-bench: %u clients, %u sessions\n", clients, sessions);
+/* One block of a clients sweep through a fresh daemon. */
+static void clients_block_daemon(unsigned clients, uint32_t sessions, bool first, const RowSet *rs)
+{
+	Driver d;
+	double rss0;
+
 	B.daemon_a = daemon_start("simA", B.sock_a);
 	rss0 = rss_mb(B.daemon_a);
-	rss_idle = rss0;
-	rss_connected = 0;
-	daemon_clients(&d, clients, sessions);
-	rss1 = rss_mb(B.daemon_a);
-	(void)rss1;
-	blast_setup(sessions);
-	tx = row_new("tx", "daemon", clients, sessions);
-	measure(&d, tx, DRIVE_TX, 0, false);
-	rx = row_new("rx", "daemon", clients, sessions);
-	measure(&d, rx, DRIVE_RX, 0, false);
-	if (qemu) {
-		qm = row_new("qemu-style", "daemon", clients, sessions);
-		measure(&d, qm, DRIVE_QEMU, 0, false);
+	if (first) {
+		rss_idle = rss0;
+		rss_connected = 0; /* daemon_clients() takes the per-client figure */
+		B.rss_base_mb = rss0;
+	} else {
+		rss_connected = 1;
 	}
+	daemon_clients(&d, clients, sessions);
+	blast_setup(sessions);
+	measure(&d, rs->tx, DRIVE_TX, 0, false, block_runs());
+	measure(&d, rs->rx, DRIVE_RX, 0, false, block_runs());
+	if (rs->qm)
+		measure(&d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
 	driver_close_all(&d);
 	g_usleep(50000);
-	B.rss_base_mb = rss0;
 	stop(&B.daemon_a, SIGTERM);
+}
+
+/* The same block through the limit probe. */
+static void clients_block_probe(unsigned clients, uint32_t sessions, const RowSet *rs)
+{
+	Driver d;
 
 	B.probe = probe_start();
 	probe_clients(&d, clients, sessions);
-	ptx = row_new("tx", "probe", clients, sessions);
-	measure(&d, ptx, DRIVE_TX, 0, false);
-	prx = row_new("rx", "probe", clients, sessions);
-	measure(&d, prx, DRIVE_RX, 0, false);
-	if (qemu) {
+	blast_setup(sessions);
+	measure(&d, rs->tx, DRIVE_TX, 0, false, block_runs());
+	measure(&d, rs->rx, DRIVE_RX, 0, false, block_runs());
+	if (rs->qm) {
 		__atomic_store_n(&B.sh->probe_respond, 1, __ATOMIC_RELEASE);
-		pqm = row_new("qemu-style", "probe", clients, sessions);
-		measure(&d, pqm, DRIVE_QEMU, 0, false);
+		measure(&d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
 		__atomic_store_n(&B.sh->probe_respond, 0, __ATOMIC_RELEASE);
 	}
 	driver_close_all(&d);
 	stop(&B.probe, SIGKILL);
+}
+
+/*
+ * Clients sweep: TX, RX and QEMU-style through the daemon and through the
+ * probe. The load of a shared machine drifts over tens of seconds, so the
+ * two are measured in alternating blocks (daemon, probe, probe, daemon,
+ * ...) and each row's median is over all its blocks' runs: a ratio then
+ * compares the same stretches of time.
+ */
+static void sweep_clients(unsigned clients)
+{
+	uint32_t sessions = clients > 1000 ? clients : 1000;
+	bool qemu = clients <= 100;
+	RowSet dmn, prb;
+
+	fprintf(stderr, "rdmacm-mux-bench: %u clients, %u sessions\n", clients, sessions);
+	dmn.tx = row_new("tx", "daemon", clients, sessions);
+	dmn.rx = row_new("rx", "daemon", clients, sessions);
+	dmn.qm = qemu ? row_new("qemu-style", "daemon", clients, sessions) : NULL;
+	prb.tx = row_new("tx", "probe", clients, sessions);
+	prb.rx = row_new("rx", "probe", clients, sessions);
+	prb.qm = qemu ? row_new("qemu-style", "probe", clients, sessions) : NULL;
+	for (unsigned b = 0; b < B.o.blocks; b++) {
+		if (b % 2 == 0) {
+			clients_block_daemon(clients, sessions, b == 0, &dmn);
+			clients_block_probe(clients, sessions, &prb);
+		} else {
+			clients_block_probe(clients, sessions, &prb);
+			clients_block_daemon(clients, sessions, false, &dmn);
+		}
+	}
 	if (clients > MAX_SENDERS)
-		for (Row *r = tx; r <= &B.rows[B.nrows - 1]; r++)
+		for (Row *r = dmn.tx; r <= &B.rows[B.nrows - 1]; r++)
 			snprintf(r->note, sizeof(r->note),
 				 "the first %u clients send and receive, the rest are idle (GID index < 256)",
 				 MAX_SENDERS);
-	ratio(tx, ptx);
-	ratio(rx, prx);
-	if (qm)
-		ratio(qm, pqm);
+	ratio(dmn.tx, prb.tx);
+	ratio(dmn.rx, prb.rx);
+	if (qemu)
+		ratio(dmn.qm, prb.qm);
 	if (clients == 10) {
-		B.tx_peak10 = tx->med;
-		B.rx_peak10 = rx->med;
+		B.tx_peak10 = dmn.tx->med;
+		B.rx_peak10 = dmn.rx->med;
 	}
 }
 
-/* Sessions sweep at 10 clients: throughput and memory per session. */
-static void sweep_sessions(uint32_t sessions)
+/* One block of the sessions sweep: a fresh daemon, 10 clients, @sessions. */
+static void sessions_block(uint32_t sessions, Row *tx, Row *rx, bool first)
 {
-	/* against the same daemon at 1000 sessions: the lookups' cost at scale */
-	const Row *ptx = find_row("tx", "daemon", 10), *prx = find_row("rx", "daemon", 10);
 	Driver d;
-	Row *tx, *rx;
 	DaemonCounters k0, k1;
 	double r0, r1;
 
@@ -644,27 +691,23 @@ static void sweep_sessions(uint32_t sessions)
 	rss_connected = 1; /* the per-client figure comes from the clients sweep */
 	daemon_clients(&d, 10, sessions);
 	r1 = rss_mb(B.daemon_a);
-	if (sessions >= B.rss_sessions) {
+	if (first && sessions >= B.rss_sessions) {
 		B.rss_sessions = sessions;
 		B.rss_per_session = (r1 - r0) * 1024.0 * 1024.0 / sessions;
 		B.rss_1m_mb = r1;
 	}
 	blast_setup(sessions);
 	daemon_counters(B.daemon_a, "simA", &k0);
-	tx = row_new("tx", "daemon", 10, sessions);
-	snprintf(tx->name, sizeof(tx->name), "tx-sessions");
-	measure(&d, tx, DRIVE_TX, 0, false);
-	rx = row_new("rx-sessions", "daemon", 10, sessions);
-	measure(&d, rx, DRIVE_RX, 0, false);
+	measure(&d, tx, DRIVE_TX, 0, false, block_runs());
+	measure(&d, rx, DRIVE_RX, 0, false, block_runs());
 	daemon_counters(B.daemon_a, "simA", &k1);
-	ratio(tx, ptx);
-	ratio(rx, prx);
 	/* Were the sessions really there, and did every MAD find its session? */
-	snprintf(tx->note, sizeof(tx->note),
-		 "ratio: to tx/10 at 1000 sessions; daemon: %llu sessions created, %llu live",
+	snprintf(tx->note, sizeof(tx->note), "%sdaemon: %llu sessions created, %llu live",
+		 sessions == 1000 ? "" : "ratio: to 1000 sessions; ",
 		 (unsigned long long)k0.created, (unsigned long long)k0.live);
 	snprintf(rx->note, sizeof(rx->note),
-		 "ratio: to rx/10 at 1000 sessions; during the runs: %llu tx refused, %llu rx no-session",
+		 "%sduring the runs: %llu tx refused, %llu rx no-session",
+		 sessions == 1000 ? "" : "ratio: to 1000 sessions; ",
 		 (unsigned long long)(k1.tx_refused - k0.tx_refused),
 		 (unsigned long long)(k1.rx_dropped - k0.rx_dropped));
 	if (k0.live < sessions || k1.tx_refused != k0.tx_refused || k1.rx_dropped != k0.rx_dropped) {
@@ -677,6 +720,38 @@ static void sweep_sessions(uint32_t sessions)
 	}
 	driver_close_all(&d);
 	stop(&B.daemon_a, SIGTERM);
+}
+
+/*
+ * Sessions sweep at 10 clients: throughput and memory per session. Each
+ * size is compared with the same daemon at 1000 sessions (the lookups'
+ * cost at scale), measured in the same sweep: the sizes take turns in
+ * blocks, in forward then reverse order, as the clients sweep does.
+ */
+static void sweep_sessions(const uint32_t *sizes, unsigned n)
+{
+	Row *tx[8], *rx[8];
+	uint32_t all[8];
+	unsigned m = 0;
+
+	all[m++] = 1000;
+	for (unsigned i = 0; i < n && m < G_N_ELEMENTS(all); i++)
+		if (sizes[i] != 1000)
+			all[m++] = sizes[i];
+	for (unsigned i = 0; i < m; i++) {
+		tx[i] = row_new("tx-sessions", "daemon", 10, all[i]);
+		rx[i] = row_new("rx-sessions", "daemon", 10, all[i]);
+	}
+	for (unsigned b = 0; b < B.o.blocks; b++)
+		for (unsigned k = 0; k < m; k++) {
+			unsigned i = b % 2 == 0 ? k : m - 1 - k;
+
+			sessions_block(all[i], tx[i], rx[i], b == 0);
+		}
+	for (unsigned i = 1; i < m; i++) {
+		ratio(tx[i], tx[0]);
+		ratio(rx[i], rx[0]);
+	}
 }
 
 /* Latency at light load and at half the peak, daemon and probe. */
@@ -704,15 +779,15 @@ static void latency_rows(void)
 		}
 		blast_setup(1000);
 		r = row_new("latency-tx-light", relays[k], 10, 1000);
-		measure(&d, r, DRIVE_TX_PACED, light, true);
+		measure(&d, r, DRIVE_TX_PACED, light, true, B.o.runs);
 		r = row_new("latency-tx-half", relays[k], 10, 1000);
-		measure(&d, r, DRIVE_TX_PACED, half_tx, true);
+		measure(&d, r, DRIVE_TX_PACED, half_tx, true, B.o.runs);
 		B.sh->blast_rate = light;
 		r = row_new("latency-rx-light", relays[k], 10, 1000);
-		measure(&d, r, DRIVE_RX, 0, true);
+		measure(&d, r, DRIVE_RX, 0, true, B.o.runs);
 		B.sh->blast_rate = half_rx;
 		r = row_new("latency-rx-half", relays[k], 10, 1000);
-		measure(&d, r, DRIVE_RX, 0, true);
+		measure(&d, r, DRIVE_RX, 0, true, B.o.runs);
 		B.sh->blast_rate = 0;
 		driver_close_all(&d);
 		if (dmn)
@@ -736,17 +811,17 @@ static void slow_reader_rows(void)
 	/* the same ten clients are counted with and without the slow one */
 	d.conns[10]->uncounted = true;
 	base = row_new("slow-reader-off", "daemon", 10, 1100);
-	measure(&d, base, DRIVE_RX, 0, false);
+	measure(&d, base, DRIVE_RX, 0, false, B.o.runs);
 	B.sh->blast_rate = (B.rx_peak10 > 0 ? B.rx_peak10 : 200000) / 2;
 	lbase = row_new("slow-reader-off-lat", "daemon", 10, 1100);
-	measure(&d, lbase, DRIVE_RX, 0, true);
+	measure(&d, lbase, DRIVE_RX, 0, true, B.o.runs);
 	d.conns[10]->slow = true;
 	B.sh->blast_rate = 0;
 	slow = row_new("slow-reader-on", "daemon", 10, 1100);
-	measure(&d, slow, DRIVE_RX, 0, false);
+	measure(&d, slow, DRIVE_RX, 0, false, B.o.runs);
 	B.sh->blast_rate = (B.rx_peak10 > 0 ? B.rx_peak10 : 200000) / 2;
 	lslow = row_new("slow-reader-on-lat", "daemon", 10, 1100);
-	measure(&d, lslow, DRIVE_RX, 0, true);
+	measure(&d, lslow, DRIVE_RX, 0, true, B.o.runs);
 	B.sh->blast_rate = 0;
 	if (base->med > 0)
 		slow->ratio = slow->med / base->med;
@@ -775,7 +850,7 @@ static void handshake_rows(const unsigned *pairs, unsigned n)
 		r = row_new("handshake", "daemon", pairs[i] * 2, 0);
 		snprintf(r->unit, sizeof(r->unit), "cycles/s");
 		snprintf(r->note, sizeof(r->note), "%u client pairs, REQ/REP/RTU/DREQ/DREP", pairs[i]);
-		measure(&d, r, DRIVE_HANDSHAKE, 0, false);
+		measure(&d, r, DRIVE_HANDSHAKE, 0, false, B.o.runs);
 		driver_close_all(&d);
 	}
 	stop(&B.daemon_a, SIGTERM);
@@ -966,11 +1041,16 @@ static void cost_rows(uint32_t big_sessions)
 /* The --cost row that goes with a throughput row, if any. */
 static const CostRow *row_cost(const Row *r)
 {
+	bool sessions_row = g_str_has_suffix(r->name, "-sessions");
 	const char *name = !strcmp(r->name, "tx-sessions")   ? "tx"
 			   : !strcmp(r->name, "rx-sessions") ? "rx"
 							     : r->name;
+	const CostRow *c = find_cost(name, r->relay, r->clients, r->sessions);
 
-	return find_cost(name, r->relay, r->clients, r->sessions);
+	/* a sessions row's ratio is against the daemon, not the probe */
+	if (c && sessions_row && strncmp(c->vs, "daemon", 6))
+		return NULL;
+	return c;
 }
 
 static void print_cost_table(FILE *f)
@@ -1023,8 +1103,8 @@ static void print_table(FILE *f)
 		B.rss_sessions);
 	for (unsigned i = 0; i < B.nrows; i++)
 		if (B.rows[i].note[0])
-			fprintf(f, "note: %s/%u: %s\n", B.rows[i].name, B.rows[i].clients,
-				B.rows[i].note);
+			fprintf(f, "note: %s, %s, %u clients, %u sessions: %s\n", B.rows[i].name,
+				B.rows[i].relay, B.rows[i].clients, B.rows[i].sessions, B.rows[i].note);
 	fprintf(f, "errors: %llu\n", (unsigned long long)B.total_errors);
 }
 
@@ -1035,8 +1115,8 @@ static void write_json(const char *path)
 	if (!f)
 		die("cannot write the JSON file");
 	fprintf(f, "{\n  \"bench\": \"rdmacm-mux-bench\",\n  \"mode\": \"%s\",\n"
-		   "  \"runs\": %u,\n  \"run_ms\": %u,\n  \"warm_ms\": %u,\n  \"seed\": %llu,\n",
-		B.o.quick ? "quick" : "full", B.o.runs, B.o.run_ms, B.o.warm_ms,
+		   "  \"runs\": %u,\n  \"blocks\": %u,\n  \"run_ms\": %u,\n  \"warm_ms\": %u,\n  \"seed\": %llu,\n",
+		B.o.quick ? "quick" : "full", B.o.runs, B.o.blocks, B.o.run_ms, B.o.warm_ms,
 		(unsigned long long)BENCH_SEED);
 	fprintf(f, "  \"machine\": {\"cpus\": %u, \"load_before\": %.2f, \"load_after\": %.2f},\n",
 		g_get_num_processors(), B.load_before, load_now());
@@ -1048,11 +1128,14 @@ static void write_json(const char *path)
 		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"sessions\": %u, "
 			   "\"unit\": \"%s\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, "
 			   "\"ratio\": %.3f, \"ir_ratio\": %.3f, \"p50_ns\": %llu, \"p99_ns\": %llu, "
-			   "\"p999_ns\": %llu, \"errors\": %llu}%s\n",
+			   "\"p999_ns\": %llu, \"errors\": %llu, \"runs\": [",
 			r->name, r->relay, r->clients, r->sessions, r->unit, r->med, r->min, r->max,
 			r->ratio, c ? c->ratio : 0.0, (unsigned long long)r->p50,
 			(unsigned long long)r->p99, (unsigned long long)r->p999,
-			(unsigned long long)r->errors, i + 1 < B.nrows ? "," : "");
+			(unsigned long long)r->errors);
+		for (unsigned k = 0; k < r->nv; k++)
+			fprintf(f, "%s%.1f", k ? ", " : "", r->v[k]);
+		fprintf(f, "]}%s\n", i + 1 < B.nrows ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"cost\": [\n");
 	for (unsigned i = 0; i < B.ncost; i++) {
@@ -1119,8 +1202,9 @@ static void write_plot(const char *path)
 		die("cannot write the plot script");
 	fprintf(f, "set terminal %s size 1100,450\nset output '%s'\n",
 		png ? "png" : "svg dynamic", path);
-	fprintf(f, "set multiplot layout 1,2 title 'rdmacm-mux on the simulated fabric (median of %u runs)'\n",
-		B.o.runs);
+	fprintf(f, "set multiplot layout 1,2 title 'rdmacm-mux on the simulated fabric "
+		   "(median of %u runs in %u blocks)'\n",
+		block_runs() * B.o.blocks, B.o.blocks);
 	fprintf(f, "set logscale x\nset grid\nset key left bottom\nset ylabel 'MADs/s'\n"
 		   "set format y '%%.0s%%c'\nset yrange [0:*]\n");
 	fprintf(f, "set xlabel 'clients (1k sessions)'\n"
@@ -1176,7 +1260,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: rdmacm-mux-bench [--quick] [--json FILE] [--plot FILE.svg|png]\n"
 			"                        [--daemon PATH] [--sim-lib PATH] [--runs N]\n"
-			"                        [--run-ms MS] [--check] [--cost] [--cost-mads N]\n"
+			"                        [--blocks K] [--run-ms MS] [--check] [--cost]\n"
+			"                        [--cost-mads N]\n"
 			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
 			"                                handshake,cost] [--verbose]\n");
 	exit(2);
@@ -1221,6 +1306,7 @@ static void parse(int argc, char **argv)
 		{ "quick", no_argument, NULL, 'q' },   { "json", required_argument, NULL, 'j' },
 		{ "plot", required_argument, NULL, 'p' }, { "daemon", required_argument, NULL, 'd' },
 		{ "sim-lib", required_argument, NULL, 'l' }, { "runs", required_argument, NULL, 'r' },
+		{ "blocks", required_argument, NULL, 'b' },
 		{ "run-ms", required_argument, NULL, 'm' }, { "check", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },	{ "cost", no_argument, NULL, 'C' },
 		{ "only", required_argument, NULL, 'O' }, { "cost-mads", required_argument, NULL, 'N' },
@@ -1233,7 +1319,6 @@ static void parse(int argc, char **argv)
 
 	B.o.daemon = getenv("RDMACM_MUX_BIN");
 	B.o.sim_lib = getenv("UMAD_SIM_LIB");
-	B.o.runs = 5;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q': B.o.quick = true; break;
@@ -1242,6 +1327,7 @@ static void parse(int argc, char **argv)
 		case 'd': B.o.daemon = optarg; break;
 		case 'l': B.o.sim_lib = optarg; break;
 		case 'r': B.o.runs = (unsigned)atoi(optarg); break;
+		case 'b': B.o.blocks = (unsigned)atoi(optarg); break;
 		case 'm': B.o.run_ms = (unsigned)atoi(optarg); break;
 		case 'c': B.o.check = true; break;
 		case 'C': B.o.cost = true; break;
@@ -1264,8 +1350,15 @@ static void parse(int argc, char **argv)
 				"and UMAD_SIM_LIB)\n");
 		exit(2);
 	}
+	/* full: 6 runs in 3 blocks of 2; quick: 5 runs in one block */
+	if (!B.o.runs)
+		B.o.runs = B.o.quick ? 5 : 6;
+	if (!B.o.blocks)
+		B.o.blocks = B.o.quick || B.o.runs < 6 ? 1 : 3;
 	if (B.o.runs < 5 || B.o.runs > MAX_RUNS)
 		die("--runs must be 5..16");
+	if (B.o.blocks < 1 || B.o.blocks > B.o.runs || block_runs() * B.o.blocks > MAX_RUNS)
+		die("--blocks must be 1..runs, with at most 16 runs in all");
 	if (!B.o.run_ms)
 		B.o.run_ms = B.o.quick ? 100 : 1000;
 	B.o.warm_ms = B.o.quick ? 150 : 500;
@@ -1341,14 +1434,15 @@ int main(int argc, char **argv)
 	else if (!B.o.only)
 		for (unsigned i = 0; i < ncl; i++)
 			sweep_clients(cl[i]);
-	if (only_value("sessions"))
-		sweep_sessions(only_value("sessions"));
-	else if (!B.o.only && B.o.quick)
-		for (unsigned i = 0; i < G_N_ELEMENTS(quick_sessions); i++)
-			sweep_sessions(quick_sessions[i]);
-	else if (!B.o.only)
-		for (unsigned i = 0; i < G_N_ELEMENTS(full_sessions); i++)
-			sweep_sessions(full_sessions[i]);
+	if (only_value("sessions")) {
+		uint32_t n = only_value("sessions");
+
+		sweep_sessions(&n, 1);
+	} else if (!B.o.only && B.o.quick) {
+		sweep_sessions(quick_sessions, G_N_ELEMENTS(quick_sessions));
+	} else if (!B.o.only) {
+		sweep_sessions(full_sessions, G_N_ELEMENTS(full_sessions));
+	}
 	if (want("latency"))
 		latency_rows();
 	if (want("slow-reader"))
