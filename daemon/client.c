@@ -109,6 +109,7 @@ int client_fill_input(Client *c)
 		return c->in_error;
 	}
 	c->in_len += (size_t)n;
+	memset(c->in_hint, 0, sizeof(c->in_hint));
 	if (c->in_len >= FRAME_SIZE) {
 		c->input_drained = (size_t)n < room;
 		c->input_fresh = true;

@@ -52,6 +52,9 @@ typedef struct Client {
 	size_t in_off;
 	bool input_drained; /* the last recv() did not fill the buffer */
 	bool input_fresh;   /* frames came in whose lookups nobody warmed yet */
+	/* the session the relay's warm pass found for the frame at in[i *
+	 * frame size], 0 if none: a hint it checks before use */
+	uint32_t in_hint[CLIENT_INPUT_FRAMES];
 	int in_error;	    /* the socket's end (-EPIPE) or error, once seen */
 
 	FrameQueue resp;

@@ -53,6 +53,8 @@
 typedef struct TxWarmKeys {
 	uint32_t client_ids[CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
 	uint32_t comm_ids[CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t found[CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t *hint[CLIENT_EVENTS * CLIENT_INPUT_FRAMES]; /* where found[i] goes */
 	unsigned n;
 } TxWarmKeys;
 
@@ -90,7 +92,8 @@ struct Relay {
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
-	TxWarmKeys tx_warm; /* 8 KiB: kept off the stack */
+	TxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
+	uint32_t tx_hint; /* the warm pass's session for the frame being handled */
 };
 
 static const char *const rx_drop_names[RX_DROP_COUNT] = {
@@ -673,7 +676,12 @@ static int tx_continue(Relay *r, TxContext *t, uint64_t now)
 	Session *s;
 
 	t->client_id_field = local;
-	h = local ? session_table_lookup_client_comm_id(r->sessions, t->client->id, local) : 0;
+	/* The warm pass's find, if the table still says so: (client, comm
+	 * id) is unique among live sessions, so then it is the lookup's. */
+	h = r->tx_hint;
+	s = session_table_get(r->sessions, h);
+	if (!s || s->client_id != t->client->id || s->client_comm_id != local || !local)
+		h = local ? session_table_lookup_client_comm_id(r->sessions, t->client->id, local) : 0;
 	if (!h)
 		return tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
 	s = session_table_get(r->sessions, h);
@@ -977,6 +985,14 @@ static bool relay_handle_request(Relay *r, Client *c, struct rdmacm_mux_msg *m)
 	return true;
 }
 
+/* Warm the collected keys; each frame keeps the session found for it. */
+static void tx_warm_keys(Relay *r, TxWarmKeys *k)
+{
+	session_table_warm_client_comm_ids(r->sessions, k->client_ids, k->comm_ids, k->n, k->found);
+	for (unsigned i = 0; i < k->n; i++)
+		*k->hint[i] = k->found[i];
+}
+
 /* Add the keys of the frames @c has buffered. */
 static void tx_warm_collect(TxWarmKeys *k, Client *c)
 {
@@ -998,7 +1014,8 @@ static void tx_warm_collect(TxWarmKeys *k, Client *c)
 		local = cm_get_local_comm_id(mad);
 		if (local && k->n < G_N_ELEMENTS(k->comm_ids)) {
 			k->client_ids[k->n] = c->id;
-			k->comm_ids[k->n++] = local;
+			k->comm_ids[k->n] = local;
+			k->hint[k->n++] = &c->in_hint[off / RDMACM_MUX_FRAME_SIZE];
 		}
 	}
 	c->input_fresh = false;
@@ -1010,7 +1027,7 @@ static void tx_warm(Relay *r, Client *c)
 
 	k->n = 0;
 	tx_warm_collect(k, c);
-	session_table_warm_client_comm_ids(r->sessions, k->client_ids, k->comm_ids, k->n);
+	tx_warm_keys(r, k);
 }
 
 static void client_io(Relay *r, Client *c, uint32_t revents)
@@ -1023,7 +1040,12 @@ static void client_io(Relay *r, Client *c, uint32_t revents)
 	}
 	if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 		for (int n = 0; n < CLIENT_BATCH && !c->reading_paused; n++) {
+			/* a frame buffered already may have a hint; a refill clears them */
+			uint32_t hint = c->in_len - c->in_off >= RDMACM_MUX_FRAME_SIZE
+						? c->in_hint[c->in_off / RDMACM_MUX_FRAME_SIZE]
+						: 0;
 			int e = client_read_frame(c, &m);
+			bool ok;
 
 			if (e == 0)
 				break;
@@ -1042,7 +1064,10 @@ static void client_io(Relay *r, Client *c, uint32_t revents)
 			/* a refill within the batch: one client's frames only */
 			if (c->input_fresh && session_table_count(r->sessions) >= WARM_SESSIONS)
 				tx_warm(r, c);
-			if (!relay_handle_request(r, c, &m)) {
+			r->tx_hint = hint;
+			ok = relay_handle_request(r, c, &m);
+			r->tx_hint = 0;
+			if (!ok) {
 				relay_flush_dirty(r);
 				relay_schedule_timer(r);
 				return;
@@ -1073,7 +1098,7 @@ static void tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 		if (c->input_fresh)
 			tx_warm_collect(k, c);
 	}
-	session_table_warm_client_comm_ids(r->sessions, k->client_ids, k->comm_ids, k->n);
+	tx_warm_keys(r, k);
 }
 
 static int on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)

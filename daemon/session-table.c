@@ -563,7 +563,7 @@ void session_table_warm_wire_ids(SessionTable *t, const uint32_t *wire_ids, unsi
 }
 
 void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_ids,
-					const uint32_t *comm_ids, unsigned n)
+					const uint32_t *comm_ids, unsigned n, uint32_t *found)
 {
 	uint32_t heads[WARM_CHUNK];
 
@@ -580,6 +580,8 @@ void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_
 				     slot(t, h)->client_comm_id != comm_ids[base + i]))
 				h = slot(t, h)->next_client;
 			warm_session(t, h);
+			if (found)
+				found[base + i] = h;
 		}
 	}
 }

@@ -136,11 +136,12 @@ uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
  * For a batch of lookups in a big table: do their loads first, all
  * together, so that the cache misses overlap instead of coming one per
  * message between the batch's syscalls. They change nothing; keys that
- * are in no session are fine.
+ * are in no session are fine. @found (may be NULL) gets each key's
+ * handle, or 0: a hint, valid only while the table is unchanged.
  */
 void session_table_warm_wire_ids(SessionTable *t, const uint32_t *wire_ids, unsigned n);
 void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_ids,
-					const uint32_t *comm_ids, unsigned n);
+					const uint32_t *comm_ids, unsigned n, uint32_t *found);
 
 /* (Re)arm a session's timer of @kind from @now (usec); NONE disarms it. */
 void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now);

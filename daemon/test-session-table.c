@@ -44,8 +44,16 @@ static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
 	/* Assigning again keeps the id: retransmissions map to one id. */
 	g_assert_cmpuint(session_table_assign_wire_id(t, h1), ==, w1);
 	/* Warming (the batch pass) reads only, found or not. */
-	session_table_warm_client_comm_ids(t, (const uint32_t[]){ 1, 3 },
-					   (const uint32_t[]){ 0x1234, 0x1234 }, 2);
+	{
+		uint32_t found[3] = { 7, 7, 7 };
+
+		session_table_warm_client_comm_ids(t, (const uint32_t[]){ 1, 3, 2 },
+						   (const uint32_t[]){ 0x1234, 0x1234, 0x1234 }, 3,
+						   found);
+		g_assert_cmpuint(found[0], ==, h1);
+		g_assert_cmpuint(found[1], ==, 0);
+		g_assert_cmpuint(found[2], ==, h2);
+	}
 	session_table_warm_wire_ids(t, (const uint32_t[]){ w2, 0, w1 }, 3);
 
 	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 1, 0x1234), ==, h1);
