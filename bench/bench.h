@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "rdmacm-mux-bytes.h"
 #include "rdmacm-mux-proto.h"
 
 #define FRAME_SIZE sizeof(struct rdmacm_mux_msg)
@@ -87,19 +88,6 @@ static inline uint64_t rng_next(uint64_t *s)
 	x ^= x >> 27;
 	*s = x;
 	return x * 0x2545f4914f6cdd1dull;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* A CM MAD header: base version 1, class 0x07 v2, method Send, @attr. */

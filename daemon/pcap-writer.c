@@ -74,12 +74,6 @@ uint16_t ib_vcrc(const uint8_t *pkt, size_t len)
 	return (uint16_t)~crc;
 }
 
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
 /* CRCs go on the wire least significant byte first, like Ethernet's FCS
  * (and like soft-RoCE writes the ICRC). */
 static void put_le32(uint8_t *p, uint32_t v)

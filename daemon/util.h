@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rdmacm-mux-bytes.h" /* get_be16() and friends, for MAD fields */
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A GID is 16 bytes in network order, everywhere in the daemon. */
@@ -62,31 +64,6 @@ static inline bool gid_is_zero(const uint8_t gid[GID_LEN])
 static inline bool gid_equal(const uint8_t a[GID_LEN], const uint8_t b[GID_LEN])
 {
 	return memcmp(a, b, GID_LEN) == 0;
-}
-
-/* Big-endian loads and stores on unaligned byte buffers (MAD fields). */
-static inline uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static inline uint32_t get_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint64_t get_be64(const uint8_t *p)
-{
-	return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
 }
 
 /* GHashTable callbacks for keys that point at 16-byte GIDs. */

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rdmacm-mux-bytes.h"
+
 const char *harness_env_bin(const char *name)
 {
 	const char *v = g_getenv(name);
@@ -393,19 +395,6 @@ int raw_connect(const Daemon *d)
 
 /* ---- MADs ---- */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
 void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid)
 {
 	memset(mad, 0, 256);
@@ -413,21 +402,21 @@ void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote,
 	mad[1] = 0x07;
 	mad[2] = 2;
 	mad[3] = 0x03;
-	put32(mad + 8, (uint32_t)(tid >> 32));
-	put32(mad + 12, (uint32_t)tid);
+	put_be32(mad + 8, (uint32_t)(tid >> 32));
+	put_be32(mad + 12, (uint32_t)tid);
 	mad[16] = (uint8_t)(attr >> 8);
 	mad[17] = (uint8_t)attr;
-	put32(mad + 24, local);
+	put_be32(mad + 24, local);
 	if (attr != CM_SIDR_REQ && attr != CM_SIDR_REP)
-		put32(mad + 28, remote);
+		put_be32(mad + 28, remote);
 }
 
 void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
 		   const uint8_t dgid[16], uint64_t tid)
 {
 	mad_build(mad, CM_REQ, local, 0, tid);
-	put32(mad + 32, 0);
-	put32(mad + 36, 0x01064e20); /* ServiceID */
+	put_be32(mad + 32, 0);
+	put_be32(mad + 36, 0x01064e20); /* ServiceID */
 	mad[72] = 0xff;
 	mad[73] = 0xff;
 	memcpy(mad + 80, sgid, 16);
@@ -436,12 +425,12 @@ void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
 
 uint32_t mad_local(const uint8_t *mad)
 {
-	return get32(mad + 24);
+	return get_be32(mad + 24);
 }
 
 uint32_t mad_remote(const uint8_t *mad)
 {
-	return get32(mad + 28);
+	return get_be32(mad + 28);
 }
 
 uint16_t mad_attr(const uint8_t *mad)
@@ -451,7 +440,7 @@ uint16_t mad_attr(const uint8_t *mad)
 
 uint32_t mad_tid_low(const uint8_t *mad)
 {
-	return get32(mad + 12);
+	return get_be32(mad + 12);
 }
 
 /* ---- raw frames ---- */

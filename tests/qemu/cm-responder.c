@@ -32,6 +32,8 @@
 
 #include <rdmacm-mux.h>
 
+#include "rdmacm-mux-bytes.h"
+
 /* CM attribute ids (IBTA vol 1, 12.6). */
 enum {
 	ATTR_REQ = 0x10, ATTR_MRA = 0x11, ATTR_REJ = 0x12, ATTR_REP = 0x13,
@@ -91,31 +93,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
 }
 
 static const char *gid_str(const uint8_t gid[16])
@@ -188,7 +165,7 @@ static struct conn *conn_find_ours(struct responder *rs, uint32_t our_id)
 
 static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
-	uint32_t peer = get32(in->mad + OFF_LOCAL_ID);
+	uint32_t peer = get_be32(in->mad + OFF_LOCAL_ID);
 	struct conn *c = conn_find_peer(rs, in->addr.gid, peer);
 
 	if (c) {
@@ -209,23 +186,23 @@ static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 	c->our_id = rs->next_id++;
 
 	reply_init(c->rep, in->mad, ATTR_REP);
-	put32(c->rep + OFF_LOCAL_ID, c->our_id);
-	put32(c->rep + OFF_REMOTE_ID, peer);
-	put32(c->rep + OFF_REP_LOCAL_QKEY, 0);
-	put32(c->rep + OFF_REP_LOCAL_QPN, OUR_RC_QPN << 8);
-	put32(c->rep + OFF_REP_STARTING_PSN, OUR_PSN << 8);
+	put_be32(c->rep + OFF_LOCAL_ID, c->our_id);
+	put_be32(c->rep + OFF_REMOTE_ID, peer);
+	put_be32(c->rep + OFF_REP_LOCAL_QKEY, 0);
+	put_be32(c->rep + OFF_REP_LOCAL_QPN, OUR_RC_QPN << 8);
+	put_be32(c->rep + OFF_REP_STARTING_PSN, OUR_PSN << 8);
 	c->rep[OFF_REP_RESP_RESOURCES] = 0; /* no RDMA reads or atomics */
 	c->rep[OFF_REP_INIT_DEPTH] = 0;
 	/* Target ACK delay 15 (~134 ms), failover: not supported (1), no E2E flow control. */
 	c->rep[OFF_REP_ACK_DELAY_FAILOVER] = (uint8_t)(15 << 3 | 1 << 1);
 	c->rep[OFF_REP_RNR_RETRY] = 7 << 5; /* RNR retry count 7, no SRQ */
-	put64(c->rep + OFF_REP_CA_GUID, OUR_CA_GUID);
+	put_be64(c->rep + OFF_REP_CA_GUID, OUR_CA_GUID);
 	rs->n_req++;
 	printf("REQ from %s comm 0x%08x service 0x%016llx QPN 0x%06x PSN 0x%06x"
 	       " -> REP comm 0x%08x QPN 0x%06x PSN 0x%06x\n",
 	       gid_str(in->addr.gid), peer,
-	       (unsigned long long)get64(in->mad + OFF_REQ_SERVICE_ID),
-	       get32(in->mad + OFF_REQ_LOCAL_QPN) >> 8, get32(in->mad + OFF_REQ_STARTING_PSN) >> 8,
+	       (unsigned long long)get_be64(in->mad + OFF_REQ_SERVICE_ID),
+	       get_be32(in->mad + OFF_REQ_LOCAL_QPN) >> 8, get_be32(in->mad + OFF_REQ_STARTING_PSN) >> 8,
 	       c->our_id, OUR_RC_QPN, OUR_PSN);
 	return send_to(rs, in->addr.gid, c->rep);
 }
@@ -233,19 +210,19 @@ static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 static int on_sidr_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
-	uint32_t request = get32(in->mad + OFF_LOCAL_ID);
+	uint32_t request = get_be32(in->mad + OFF_LOCAL_ID);
 
 	reply_init(mad, in->mad, ATTR_SIDR_REP);
-	put32(mad + OFF_LOCAL_ID, request);
+	put_be32(mad + OFF_LOCAL_ID, request);
 	mad[OFF_SIDR_STATUS] = 0; /* success */
-	put32(mad + OFF_SIDR_QPN, OUR_UD_QPN << 8);
+	put_be32(mad + OFF_SIDR_QPN, OUR_UD_QPN << 8);
 	memcpy(mad + OFF_SIDR_REP_SERVICE_ID, in->mad + OFF_REQ_SERVICE_ID, 8);
-	put32(mad + OFF_SIDR_REP_QKEY, RDMA_CM_UDP_QKEY);
+	put_be32(mad + OFF_SIDR_REP_QKEY, RDMA_CM_UDP_QKEY);
 	rs->n_sidr++;
 	printf("SIDR_REQ from %s request 0x%08x service 0x%016llx -> SIDR_REP QPN 0x%06x"
 	       " Q_Key 0x%08x\n",
 	       gid_str(in->addr.gid), request,
-	       (unsigned long long)get64(in->mad + OFF_REQ_SERVICE_ID), OUR_UD_QPN,
+	       (unsigned long long)get_be64(in->mad + OFF_REQ_SERVICE_ID), OUR_UD_QPN,
 	       RDMA_CM_UDP_QKEY);
 	return send_to(rs, in->addr.gid, mad);
 }
@@ -253,12 +230,12 @@ static int on_sidr_req(struct responder *rs, const struct rdmacm_mux_inbound *in
 static int on_dreq(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
-	uint32_t peer = get32(in->mad + OFF_LOCAL_ID), ours = get32(in->mad + OFF_REMOTE_ID);
+	uint32_t peer = get_be32(in->mad + OFF_LOCAL_ID), ours = get_be32(in->mad + OFF_REMOTE_ID);
 	struct conn *c = conn_find_ours(rs, ours);
 
 	reply_init(mad, in->mad, ATTR_DREP);
-	put32(mad + OFF_LOCAL_ID, ours);
-	put32(mad + OFF_REMOTE_ID, peer);
+	put_be32(mad + OFF_LOCAL_ID, ours);
+	put_be32(mad + OFF_REMOTE_ID, peer);
 	rs->n_dreq++;
 	printf("DREQ from %s comm 0x%08x for 0x%08x -> DREP, connection %s\n",
 	       gid_str(in->addr.gid), peer, ours, c ? "closed" : "unknown (answered anyway)");
@@ -269,7 +246,7 @@ static int on_dreq(struct responder *rs, const struct rdmacm_mux_inbound *in)
 
 static int handle(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
-	uint32_t local = get32(in->mad + OFF_LOCAL_ID), remote = get32(in->mad + OFF_REMOTE_ID);
+	uint32_t local = get_be32(in->mad + OFF_LOCAL_ID), remote = get_be32(in->mad + OFF_REMOTE_ID);
 	struct conn *c;
 
 	switch (in->mad[17]) {

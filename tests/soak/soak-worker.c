@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "rdmacm-mux-bytes.h"
 
 #define MAX_CONN 12
 #define RECENT_REQS 64
@@ -124,20 +125,6 @@ static int64_t mono_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
 }
 
 static void gid_text(const uint8_t gid[16], char *buf, size_t len)
@@ -274,15 +261,15 @@ static void start_exchange(Worker *w, Client *c)
 	k->my_id = new_id(c);
 	if (!w->cfg->holder && dice < 20) {
 		mad_build(mad, CM_SIDR_REQ, k->my_id, 0, ++w->tid);
-		put32(mad + 32, 0);
-		put32(mad + 36, SERVICE_ACCEPT);
+		put_be32(mad + 32, 0);
+		put_be32(mad + 36, SERVICE_ACCEPT);
 		w->st->sidr_started++;
 		conn_send(w, c, k, A_SIDR_SENT, mad);
 		return;
 	}
 	mad_build_req(mad, k->my_id, c->gid, peer, ++w->tid);
 	if (!w->cfg->holder && dice < 30)
-		put32(mad + 36, SERVICE_REJECT);
+		put_be32(mad + 36, SERVICE_REJECT);
 	w->st->conn_started++;
 	conn_send(w, c, k, A_REQ_SENT, mad);
 }
@@ -417,7 +404,7 @@ static void on_req(Worker *w, Client *c, const struct rdmacm_mux_inbound *in, bo
 		return; /* busy: the peer retransmits or gives up */
 	memcpy(k->peer_gid, in->addr.gid, 16);
 	k->peer_id = peer_id;
-	if (get32(in->mad + 36) == SERVICE_REJECT) {
+	if (get_be32(in->mad + 36) == SERVICE_REJECT) {
 		mad_build(mad, CM_REJ, 0, peer_id, ++w->tid);
 		mad[32] = 0 << 6; /* MessageRejected: REQ */
 		mad[35] = 28;	  /* consumer defined */

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "rdmacm-mux-proto.h"
+#include "rdmacm-mux-bytes.h"
 
 /* CM attribute ids and MAD offsets (IBTA vol 1, ch. 12). */
 enum {
@@ -78,26 +79,6 @@ struct qclient {
 	struct answered answered[MAX_ANSWERED];
 	unsigned n_answered;
 };
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
 
 static const char *attr_name(unsigned attr)
 {
@@ -272,7 +253,7 @@ static void mad_init(struct qclient *q, uint8_t mad[256], unsigned attr)
 	mad[1] = 0x07;
 	mad[2] = 2;
 	mad[3] = 0x03;
-	put64(mad + 8, ++q->tid);
+	put_be64(mad + 8, ++q->tid);
 	mad[16] = (uint8_t)(attr >> 8);
 	mad[17] = (uint8_t)attr;
 }
@@ -304,7 +285,7 @@ static int send_mad(struct qclient *q, const uint8_t *intended, const uint8_t ma
 		return -EIO;
 	}
 	printf("[%s] -> %-8s to %s  comm 0x%08x\n", q->name, attr_name(mad_attr(mad)),
-	       intended ? gid_str(intended) : "(session)", get32(mad + OFF_LOCAL_ID));
+	       intended ? gid_str(intended) : "(session)", get_be32(mad + OFF_LOCAL_ID));
 	return 0;
 }
 
@@ -350,7 +331,7 @@ static int recv_mad(struct qclient *q, struct rdmacm_mux_msg *m, int timeout_ms)
 	}
 	printf("[%s] <- %-8s from %s  comm 0x%08x remote 0x%08x\n", q->name,
 	       attr_name(mad_attr(m->umad.mad)), gid_str(m->umad.hdr.addr.gid),
-	       get32(m->umad.mad + OFF_LOCAL_ID), get32(m->umad.mad + OFF_REMOTE_ID));
+	       get_be32(m->umad.mad + OFF_LOCAL_ID), get_be32(m->umad.mad + OFF_REMOTE_ID));
 	return 0;
 }
 
@@ -362,7 +343,7 @@ static int recv_mad(struct qclient *q, struct rdmacm_mux_msg *m, int timeout_ms)
 static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *mad,
 		    const unsigned *want, int nwant, bool by_request_id, struct rdmacm_mux_msg *in)
 {
-	uint32_t id = get32(mad + OFF_LOCAL_ID);
+	uint32_t id = get_be32(mad + OFF_LOCAL_ID);
 
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
 		int64_t deadline;
@@ -372,7 +353,7 @@ static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *m
 			return r;
 		deadline = now_ms() + RETRY_MS;
 		while ((r = recv_mad(q, in, (int)(deadline > now_ms() ? deadline - now_ms() : 0))) == 0) {
-			uint32_t echo = get32(in->umad.mad + (by_request_id ? OFF_LOCAL_ID : OFF_REMOTE_ID));
+			uint32_t echo = get_be32(in->umad.mad + (by_request_id ? OFF_LOCAL_ID : OFF_REMOTE_ID));
 
 			for (int i = 0; i < nwant; i++)
 				if (mad_attr(in->umad.mad) == want[i] && echo == id)
@@ -399,12 +380,12 @@ static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t servic
 	int r;
 
 	mad_init(q, mad, ATTR_REQ);
-	put32(mad + OFF_LOCAL_ID, local);
-	put64(mad + OFF_SERVICE_ID, service);
-	put64(mad + 40, 0x0002c90300000003ull); /* LocalCAGUID */
-	put32(mad + 52, 0x80010000);		 /* LocalQKey */
-	put32(mad + 56, 0x000400 << 8);		 /* LocalQPN 0x400 */
-	put32(mad + 68, 0x0abcde << 8);		 /* StartingPSN */
+	put_be32(mad + OFF_LOCAL_ID, local);
+	put_be64(mad + OFF_SERVICE_ID, service);
+	put_be64(mad + 40, 0x0002c90300000003ull); /* LocalCAGUID */
+	put_be32(mad + 52, 0x80010000);		 /* LocalQKey */
+	put_be32(mad + 56, 0x000400 << 8);		 /* LocalQPN 0x400 */
+	put_be32(mad + 68, 0x0abcde << 8);		 /* StartingPSN */
 	mad[72] = 0xff, mad[73] = 0xff;		 /* P_Key */
 	mad[74] = 3 << 4;			 /* PathMTU 1024 */
 	mad[75] = 15 << 4;			 /* MaxCMRetries */
@@ -426,12 +407,12 @@ static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t servic
 		       (in.umad.mad[34] << 8) | in.umad.mad[35]);
 		return 1;
 	}
-	remote = get32(in.umad.mad + OFF_LOCAL_ID);
+	remote = get_be32(in.umad.mad + OFF_LOCAL_ID);
 
 	/* RTU and DREQ name no destination at all: the daemon's session does. */
 	mad_init(q, mad, ATTR_RTU);
-	put32(mad + OFF_LOCAL_ID, local);
-	put32(mad + OFF_REMOTE_ID, remote);
+	put_be32(mad + OFF_LOCAL_ID, local);
+	put_be32(mad + OFF_REMOTE_ID, remote);
 	r = send_mad(q, dest, mad);
 	if (r < 0)
 		return r;
@@ -439,8 +420,8 @@ static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t servic
 	       gid_str(dest), remote);
 
 	mad_init(q, mad, ATTR_DREQ);
-	put32(mad + OFF_LOCAL_ID, local);
-	put32(mad + OFF_REMOTE_ID, remote);
+	put_be32(mad + OFF_LOCAL_ID, local);
+	put_be32(mad + OFF_REMOTE_ID, remote);
 	r = exchange(q, dest, mad, want_drep, 1, false, &in);
 	if (r < 0)
 		return r;
@@ -457,9 +438,9 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
 
 	memcpy(dest + 12, dest_ip, 4);
 	mad_init(q, mad, ATTR_SIDR_REQ);
-	put32(mad + 24, ++q->next_id); /* RequestID */
+	put_be32(mad + 24, ++q->next_id); /* RequestID */
 	mad[28] = 0xff, mad[29] = 0xff; /* P_Key */
-	put64(mad + OFF_SERVICE_ID, service);
+	put_be64(mad + OFF_SERVICE_ID, service);
 	/* rdma_cm's cma_hdr: version 0, IPv4, port, src and dst addresses. */
 	mad[OFF_CMA_HDR + 0] = 0;
 	mad[OFF_CMA_HDR + 1] = 4 << 4;
@@ -476,7 +457,7 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
 		return -EPROTO;
 	}
 	printf("[%s] SIDR resolved: status %u, QPN 0x%06x, Q_Key 0x%08x\n", q->name,
-	       in.umad.mad[28], get32(in.umad.mad + 32) >> 8, get32(in.umad.mad + 44));
+	       in.umad.mad[28], get_be32(in.umad.mad + 32) >> 8, get_be32(in.umad.mad + 44));
 	return 0;
 }
 
@@ -522,39 +503,39 @@ static int do_serve(struct qclient *q, int count, int timeout_s)
 		}
 		if (r < 0)
 			return r;
-		peer = get32(im + OFF_LOCAL_ID);
+		peer = get_be32(im + OFF_LOCAL_ID);
 		switch (mad_attr(im)) {
 		case ATTR_REQ:
 			mad_init(q, mad, ATTR_REP);
 			memcpy(mad + 8, im + 8, 8); /* a reply copies the TID */
-			put32(mad + OFF_LOCAL_ID, answer_id(q, in.umad.hdr.addr.gid, peer));
-			put32(mad + OFF_REMOTE_ID, peer);
-			put32(mad + 32, 0x80010000);		/* LocalQKey */
-			put32(mad + 36, 0x000500 << 8);		/* LocalQPN 0x500 */
-			put32(mad + 44, 0x0fedcb << 8);		/* StartingPSN */
-			put64(mad + 52, 0x0002c90300000004ull); /* LocalCAGUID */
+			put_be32(mad + OFF_LOCAL_ID, answer_id(q, in.umad.hdr.addr.gid, peer));
+			put_be32(mad + OFF_REMOTE_ID, peer);
+			put_be32(mad + 32, 0x80010000);		/* LocalQKey */
+			put_be32(mad + 36, 0x000500 << 8);		/* LocalQPN 0x500 */
+			put_be32(mad + 44, 0x0fedcb << 8);		/* StartingPSN */
+			put_be64(mad + 52, 0x0002c90300000004ull); /* LocalCAGUID */
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			break;
 		case ATTR_RTU:
 			printf("[%s] connection 0x%08x established\n", q->name,
-			       get32(im + OFF_REMOTE_ID));
+			       get_be32(im + OFF_REMOTE_ID));
 			break;
 		case ATTR_DREQ:
 			mad_init(q, mad, ATTR_DREP);
 			memcpy(mad + 8, im + 8, 8);
-			put32(mad + OFF_LOCAL_ID, get32(im + OFF_REMOTE_ID));
-			put32(mad + OFF_REMOTE_ID, peer);
+			put_be32(mad + OFF_LOCAL_ID, get_be32(im + OFF_REMOTE_ID));
+			put_be32(mad + OFF_REMOTE_ID, peer);
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			done++;
 			break;
 		case ATTR_SIDR_REQ:
 			mad_init(q, mad, ATTR_SIDR_REP);
 			memcpy(mad + 8, im + 8, 8);
-			put32(mad + 24, peer);		     /* RequestID echoed */
+			put_be32(mad + 24, peer);		     /* RequestID echoed */
 			mad[28] = 0;			     /* Status: success */
-			put32(mad + 32, 0x000600 << 8);	     /* QPN 0x600 */
+			put_be32(mad + 32, 0x000600 << 8);	     /* QPN 0x600 */
 			memcpy(mad + 36, im + OFF_SERVICE_ID, 8); /* ServiceID */
-			put32(mad + 44, 0x22222222);	     /* Q_Key */
+			put_be32(mad + 44, 0x22222222);	     /* Q_Key */
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			done++;
 			break;

@@ -22,6 +22,8 @@
 
 #include <infiniband/umad.h>
 
+#include "rdmacm-mux-bytes.h"
+
 #define CM_CLASS 0x07
 #define CM_CLASS_VERSION 2
 #define CM_METHOD_SEND 0x03
@@ -65,42 +67,6 @@ static void usage(void)
 		"      receive one CM MAD, print it; with 'reply', answer with a REP\n"
 		"All ports are port 1 except where PORT is given.\n",
 		prog);
-}
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
 }
 
 static bool parse_gid(const char *s, uint8_t gid[16])
