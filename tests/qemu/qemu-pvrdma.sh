@@ -53,15 +53,7 @@ log_dir=${log_dir:-$build_dir/tests/qemu/logs}
 cache=${RDMACM_MUX_QEMU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/qemu}
 
 t_start=$SECONDS
-say() { echo "qemu: $*"; }
-skip() {
-	echo "qemu: SKIP: $*"
-	exit 77
-}
-die() {
-	echo "qemu: FAIL: $*" >&2
-	exit 1
-}
+vm_runner qemu
 
 # --- 1. Host checks ------------------------------------------------------------
 vm_require_qemu

@@ -70,22 +70,11 @@ log_dir=${log_dir:-$build_dir/tests/vm-systemd/logs}
 cache=${RDMACM_MUX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/vm}
 
 t_start=$SECONDS
-say() { echo "vmsd: $*"; }
-skip() {
-	echo "vmsd: SKIP: $*"
-	exit 77
-}
-die() {
-	echo "vmsd: FAIL: $*" >&2
-	exit 1
-}
+vm_runner vmsd
 
 # --- 1. Can this host run it? -------------------------------------------------
 vm_require_qemu
-for tool in cpio depmod modprobe gzip flock meson tar; do
-	command -v "$tool" >/dev/null ||
-		skip "host tool '$tool' is missing (scripts/setup.sh installs it)"
-done
+vm_require_host_tools cpio depmod modprobe gzip flock meson tar
 for p in tests/tools/rdmacm-mux-qemu-client tests/vm/umad-probe; do
 	[[ -x $build_dir/$p ]] || die "$build_dir/$p is not built"
 done

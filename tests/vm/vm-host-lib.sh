@@ -65,7 +65,33 @@ vm_cpio() {
 	mv "$out.tmp" "$out"
 }
 
-# Calls the caller's skip() (exit 77) unless qemu-system-x86_64 is installed
+# ---- every runner's messages ------------------------------------------------
+# vm_runner NAME: say, skip and die print "NAME: ..."; skip exits 77 (meson's
+# SKIP), die exits 1. The helpers below call them too.
+vm_runner_name=vm
+vm_runner() {
+	vm_runner_name=$1
+}
+say() { echo "$vm_runner_name: $*"; }
+skip() {
+	echo "$vm_runner_name: SKIP: $*"
+	exit 77
+}
+die() {
+	echo "$vm_runner_name: FAIL: $*" >&2
+	exit 1
+}
+
+# Skips unless every host tool named is installed.
+vm_require_host_tools() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null ||
+			skip "host tool '$tool' is missing (scripts/setup.sh installs it)"
+	done
+}
+
+# Calls skip() (exit 77) unless qemu-system-x86_64 is installed
 # and can start here: a host that cannot run qemu skips, it never passes.
 vm_require_qemu() {
 	local qerr
@@ -78,7 +104,7 @@ vm_require_qemu() {
 }
 
 # ---- Debian's kernel, fetched from its package and cached ------------------
-# The callers define say() and skip() and set $cache (their cache directory).
+# The callers set $cache (their cache directory).
 
 # The linux-image package that linux-image-amd64 depends on, or nothing.
 vm_kernel_pkg() {

@@ -67,22 +67,11 @@ log_dir=${log_dir:-$build_dir/tests/vm/logs}
 cache=${RDMACM_MUX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/vm}
 
 t_start=$SECONDS
-say() { echo "vm: $*"; }
-skip() {
-	echo "vm: SKIP: $*"
-	exit 77
-}
-die() {
-	echo "vm: FAIL: $*" >&2
-	exit 1
-}
+vm_runner vm
 
 # --- 1. Can this host run the VM at all? -----------------------------------
 vm_require_qemu
-for tool in busybox cpio depmod modinfo gzip ldd flock; do
-	command -v "$tool" >/dev/null ||
-		skip "host tool '$tool' is missing (scripts/setup.sh installs it)"
-done
+vm_require_host_tools busybox cpio depmod modinfo gzip ldd flock
 
 # --- 2. Scenarios and the programs they need --------------------------------
 declare -A needed=()
