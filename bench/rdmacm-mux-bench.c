@@ -162,13 +162,27 @@ static void gid_v4(uint8_t g[16], unsigned a, unsigned b, unsigned c, unsigned d
 	g[15] = (uint8_t)d;
 }
 
+/* Client GIDs ::ffff:10.@net.x.y, 250 per /24, in table order after the
+ * port's two (so client i sits at GID index i + 2). */
+static void add_client_gids(GPtrArray *table, uint8_t (*gids)[16], int *idx, unsigned n,
+			    unsigned net)
+{
+	char text[64];
+
+	for (unsigned i = 0; i < n; i++) {
+		gid_v4(gids[i], 10, net, i / 250, i % 250 + 1);
+		sim_gid_format(gids[i], text);
+		g_ptr_array_add(table, g_strdup(text));
+		idx[i] = (int)i + 2;
+	}
+}
+
 static void make_fabric(void)
 {
 	g_autoptr(GError) err = NULL;
 	g_autoptr(sim_fabric) f = sim_fabric_new();
 	g_autoptr(GPtrArray) ga = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GPtrArray) gb = g_ptr_array_new_with_free_func(g_free);
-	char text[64];
 
 	/* simB first: the simulator finds a destination GID by a linear scan over
 	 * the CAs in order, and the sink's GID should cost the same few compares
@@ -176,21 +190,11 @@ static void make_fabric(void)
 	g_ptr_array_add(gb, g_strdup("fe80::b"));
 	g_ptr_array_add(gb, g_strdup("::ffff:10.0.2.1"));
 	gid_v4(B.sink_gid, 10, 0, 2, 1);
-	for (unsigned i = 0; i < B_CLIENT_GIDS; i++) {
-		gid_v4(B.b_gid[i], 10, 2, i / 250, i % 250 + 1);
-		sim_gid_format(B.b_gid[i], text);
-		g_ptr_array_add(gb, g_strdup(text));
-		B.b_idx[i] = (int)i + 2;
-	}
+	add_client_gids(gb, B.b_gid, B.b_idx, B_CLIENT_GIDS, 2);
 	g_ptr_array_add(ga, g_strdup("fe80::a"));
 	g_ptr_array_add(ga, g_strdup("::ffff:10.0.1.1"));
 	gid_v4(B.a_port_gid, 10, 0, 1, 1);
-	for (unsigned i = 0; i < A_CLIENT_GIDS; i++) {
-		gid_v4(B.a_gid[i], 10, 1, i / 250, i % 250 + 1);
-		sim_gid_format(B.a_gid[i], text);
-		g_ptr_array_add(ga, g_strdup(text));
-		B.a_idx[i] = (int)i + 2;
-	}
+	add_client_gids(ga, B.a_gid, B.a_idx, A_CLIENT_GIDS, 1);
 	if (sim_fabric_add_roce_ca(f, "simB", (const char *const *)gb->pdata, gb->len, 128) < 0 ||
 	    sim_fabric_add_roce_ca(f, "simA", (const char *const *)ga->pdata, ga->len, 1024) < 0)
 		die("cannot build the fabric model");
