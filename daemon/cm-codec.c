@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "util.h"
+#include "rdmacm-mux-bytes.h"
 
 /* Bytes an attribute needs so that every field the relay reads is there. */
 static size_t cm_attr_min_len(uint16_t attr)
 {
 	switch (attr) {
 	case CM_ATTR_REQ:
-		return CM_OFF_REQ_REMOTE_GID + 16;
+		return CM_OFF_REQ_REMOTE_GID + GID_LEN;
 	case CM_ATTR_REJ:
 		return 36; /* Reason at 34-35 */
 	case CM_ATTR_MRA:
@@ -62,21 +62,21 @@ static const char *const cm_index_names[CM_IDX_COUNT] = {
 	[CM_IDX_APR] = "APR",		[CM_IDX_OTHER] = "other",
 };
 
-enum cm_attr_index cm_attr_to_index(uint16_t attr)
+CmAttrIndex cm_attr_to_index(uint16_t attr)
 {
 	if (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR)
-		return (enum cm_attr_index)(attr - CM_ATTR_REQ);
+		return (CmAttrIndex)(attr - CM_ATTR_REQ);
 	return CM_IDX_OTHER;
 }
 
-const char *cm_attr_index_name(enum cm_attr_index idx)
+const char *cm_attr_index_name(CmAttrIndex idx)
 {
 	return (unsigned)idx < CM_IDX_COUNT ? cm_index_names[idx] : "other";
 }
 
 const char *cm_attr_name(uint16_t attr, char buf[16])
 {
-	enum cm_attr_index idx = cm_attr_to_index(attr);
+	CmAttrIndex idx = cm_attr_to_index(attr);
 
 	if (idx != CM_IDX_OTHER)
 		return cm_index_names[idx];
@@ -157,7 +157,7 @@ unsigned cm_mra_msg_mraed(const uint8_t *mad)
 	return mad[32] >> 6;
 }
 
-int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[16])
+int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[GID_LEN])
 {
 	size_t off;
 	const uint8_t *hdr;
@@ -190,7 +190,7 @@ int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[16])
 		return 0;
 	}
 	if (ip_version == 6) {
-		memcpy(gid, hdr + 20, 16);
+		memcpy(gid, hdr + 20, GID_LEN);
 		return 0;
 	}
 	return -ENOENT;

@@ -20,8 +20,12 @@
 #define MAD_BASE_VERSION 1
 #define MAD_HDR_LEN 24
 #define MAD_LEN 256
+/* Every CM MAD goes to QP1 with the well-known GSI Q_Key. */
+#define CM_QP1_QKEY 0x80010000u
+/* A GID: 16 bytes, network order, everywhere in the daemon. */
+#define GID_LEN 16
 
-enum cm_attr {
+typedef enum CmAttr {
 	CM_ATTR_CLASS_PORT_INFO = 0x0001,
 	CM_ATTR_REQ = 0x0010,
 	CM_ATTR_MRA = 0x0011,
@@ -34,10 +38,10 @@ enum cm_attr {
 	CM_ATTR_SIDR_REP = 0x0018,
 	CM_ATTR_LAP = 0x0019,
 	CM_ATTR_APR = 0x001a,
-};
+} CmAttr;
 
 /* Dense index of the attributes above, for counter arrays. */
-enum cm_attr_index {
+typedef enum CmAttrIndex {
 	CM_IDX_REQ,
 	CM_IDX_MRA,
 	CM_IDX_REJ,
@@ -51,7 +55,7 @@ enum cm_attr_index {
 	CM_IDX_APR,
 	CM_IDX_OTHER,
 	CM_IDX_COUNT,
-};
+} CmAttrIndex;
 
 /* MessageRejected / MessageMRAed values. */
 #define CM_MSG_REQ 0
@@ -84,8 +88,8 @@ int cm_mad_check(const uint8_t *mad, size_t len, uint16_t *ret_attr);
 
 /* Name of a CM attribute ("REQ", ...), or "attr-0xNNNN" in @buf. */
 const char *cm_attr_name(uint16_t attr, char buf[16]);
-enum cm_attr_index cm_attr_to_index(uint16_t attr);
-const char *cm_attr_index_name(enum cm_attr_index idx);
+CmAttrIndex cm_attr_to_index(uint16_t attr);
+const char *cm_attr_index_name(CmAttrIndex idx);
 
 static inline uint16_t cm_mad_attr(const uint8_t *mad)
 {
@@ -127,6 +131,6 @@ unsigned cm_mra_msg_mraed(const uint8_t *mad);
  *
  * Return: 0, or -ENOENT when the private data is not a cma_hdr.
  */
-int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[16]);
+int cm_cma_dst_gid(const uint8_t *mad, size_t len, uint8_t gid[GID_LEN]);
 
 #endif /* RDMACM_MUX_CM_CODEC_H */

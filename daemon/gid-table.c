@@ -11,7 +11,7 @@
 #include "util.h"
 
 typedef struct GidEntry {
-	uint8_t raw[16];
+	uint8_t raw[GID_LEN];
 } GidEntry;
 
 struct GidTable {
@@ -19,7 +19,7 @@ struct GidTable {
 	unsigned size;
 	GidEntry *gids;
 	uint8_t *types;
-	GHashTable *by_gid; /* 16-byte key (points into gids) -> index + 1 */
+	GHashTable *by_gid; /* GID key (points into gids) -> index + 1 */
 	uint64_t last_reload;
 	unsigned generation;
 };
@@ -81,7 +81,7 @@ int gid_table_reload(GidTable *t)
 		snprintf(path, sizeof(path), "%s/%u", gids_dir, k);
 		if (read_small_file(path, text, sizeof(text)) < 0 ||
 		    gid_from_string(text, gids[k].raw) < 0 || gid_is_zero(gids[k].raw)) {
-			memset(gids[k].raw, 0, 16);
+			memset(gids[k].raw, 0, GID_LEN);
 			continue;
 		}
 		/* An entry whose type cannot be read is not usable (the
@@ -106,7 +106,7 @@ int gid_table_reload(GidTable *t)
 	/* Any change to what gid_table_find() answers (an entry, or the type
 	 * that decides between two entries) is a new generation: callers
 	 * cache indexes by it. */
-	if (size != t->size || memcmp(gids, t->gids, (size_t)size * 16) != 0 ||
+	if (size != t->size || memcmp(gids, t->gids, (size_t)size * GID_LEN) != 0 ||
 	    (size && memcmp(types, t->types, size) != 0))
 		t->generation++;
 	g_free(t->gids);
@@ -152,7 +152,7 @@ static bool may_reload(const GidTable *t)
 	return now_usec() - t->last_reload >= GID_TABLE_RELOAD_MIN_USEC;
 }
 
-int gid_table_find(GidTable *t, const uint8_t gid[16])
+int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN])
 {
 	gpointer v = g_hash_table_lookup(t->by_gid, gid);
 
@@ -170,7 +170,7 @@ const uint8_t *gid_table_get(GidTable *t, unsigned index)
 	return t->gids[index].raw;
 }
 
-bool gid_table_matches_index8(GidTable *t, const uint8_t gid[16], uint8_t index8)
+bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8)
 {
 	for (unsigned k = index8; k < t->size; k += GID_TABLE_UMAD_INDEXES)
 		if (gid_equal(t->gids[k].raw, gid))

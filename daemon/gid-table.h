@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cm-codec.h" /* GID_LEN */
+
 #define GID_TABLE_RELOAD_MIN_USEC 100000u
 
 typedef enum GidType {
@@ -42,7 +44,7 @@ int gid_table_reload(GidTable *t);
  * when the GID has several entries). Re-reads the table on a miss.
  * Return: the index, or -ENOENT.
  */
-int gid_table_find(GidTable *t, const uint8_t gid[16]);
+int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN]);
 
 /* The GID at @index (re-reading once if empty), or NULL. */
 const uint8_t *gid_table_get(GidTable *t, unsigned index);
@@ -55,7 +57,7 @@ const uint8_t *gid_table_get(GidTable *t, unsigned index);
 #define GID_TABLE_UMAD_INDEXES 256
 
 /* Whether @gid sits at an index whose low 8 bits are @index8. */
-bool gid_table_matches_index8(GidTable *t, const uint8_t gid[16], uint8_t index8);
+bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8);
 
 unsigned gid_table_size(const GidTable *t);
 /* Bumped on every reload that changed the table. */

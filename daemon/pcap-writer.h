@@ -37,15 +37,15 @@
 #include "relay.h"
 
 #define PCAP_LINKTYPE_ERF 197
-#define ERF_TYPE_INFINIBAND 21
-#define ERF_HDR_LEN 16
+#define PCAP_ERF_TYPE_INFINIBAND 21
+#define PCAP_ERF_HDR_LEN 16
 
-#define IB_LRH_LEN 8
-#define IB_GRH_LEN 40
-#define IB_BTH_LEN 12
-#define IB_DETH_LEN 8
+#define PCAP_IB_LRH_LEN 8
+#define PCAP_IB_GRH_LEN 40
+#define PCAP_IB_BTH_LEN 12
+#define PCAP_IB_DETH_LEN 8
 /* LRH + GRH + BTH + DETH + MAD + ICRC + VCRC */
-#define IB_PACKET_LEN (IB_LRH_LEN + IB_GRH_LEN + IB_BTH_LEN + IB_DETH_LEN + 256 + 4 + 2)
+#define PCAP_IB_PACKET_LEN (PCAP_IB_LRH_LEN + PCAP_IB_GRH_LEN + PCAP_IB_BTH_LEN + PCAP_IB_DETH_LEN + 256 + 4 + 2)
 
 typedef struct PcapWriter PcapWriter;
 
@@ -74,18 +74,18 @@ uint64_t pcap_writer_packets(const PcapWriter *w);
 bool pcap_writer_disabled(const PcapWriter *w);
 
 /**
- * ib_packet_build() - synthesize the InfiniBand packet of a relayed MAD.
- * @out: IB_PACKET_LEN bytes
+ * pcap_ib_packet_build() - synthesize the InfiniBand packet of a relayed MAD.
+ * @out: PCAP_IB_PACKET_LEN bytes
  *
- * Return: IB_PACKET_LEN.
+ * Return: PCAP_IB_PACKET_LEN.
  */
-size_t ib_packet_build(const RelayEvent *ev, uint16_t local_lid, uint32_t psn,
-		       uint8_t out[IB_PACKET_LEN]);
+size_t pcap_ib_packet_build(const RelayEvent *ev, uint16_t local_lid, uint32_t psn,
+		       uint8_t out[PCAP_IB_PACKET_LEN]);
 
 /* ICRC of a packet that starts with an LRH and a GRH (@len bytes, up to
  * but excluding the ICRC), variant fields masked as IBA 7.8.1 says. */
-uint32_t ib_icrc(const uint8_t *pkt, size_t len);
+uint32_t pcap_ib_icrc(const uint8_t *pkt, size_t len);
 /* VCRC over @len bytes (LRH up to and including the ICRC). */
-uint16_t ib_vcrc(const uint8_t *pkt, size_t len);
+uint16_t pcap_ib_vcrc(const uint8_t *pkt, size_t len);
 
 #endif /* RDMACM_MUX_PCAP_WRITER_H */

@@ -71,7 +71,7 @@ static uint64_t hash_client(uint32_t client_id, uint32_t comm_id)
 	return mix64(((uint64_t)client_id << 32) | comm_id);
 }
 
-static uint64_t hash_peer(uint32_t peer_comm_id, const uint8_t gid[16])
+static uint64_t hash_peer(uint32_t peer_comm_id, const uint8_t gid[GID_LEN])
 {
 	uint64_t a, b;
 
@@ -105,9 +105,9 @@ size_t session_table_memory(const SessionTable *t)
 
 /* ---- index maintenance ---- */
 
-enum chain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER };
+typedef enum SessionChain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER } SessionChain;
 
-static uint32_t *chain_next(const SessionTable *t, uint32_t h, enum chain c)
+static uint32_t *chain_next(const SessionTable *t, uint32_t h, SessionChain c)
 {
 	Session *s = slot(t, h);
 
@@ -122,7 +122,7 @@ static uint32_t *chain_next(const SessionTable *t, uint32_t h, enum chain c)
 }
 
 static void chain_insert(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
-			 enum chain c)
+			 SessionChain c)
 {
 	uint32_t b = bucket_of(t, hash);
 
@@ -131,7 +131,7 @@ static void chain_insert(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 }
 
 static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint32_t h,
-			 enum chain c)
+			 SessionChain c)
 {
 	uint32_t *link = &buckets[bucket_of(t, hash)];
 
@@ -147,7 +147,7 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 }
 
 /* Where session @h goes in index @c: the bucket array and the key's hash. */
-static uint32_t *index_of(const SessionTable *t, uint32_t h, enum chain c, uint64_t *ret_hash)
+static uint32_t *index_of(const SessionTable *t, uint32_t h, SessionChain c, uint64_t *ret_hash)
 {
 	const Session *s = slot(t, h);
 
@@ -165,7 +165,7 @@ static uint32_t *index_of(const SessionTable *t, uint32_t h, enum chain c, uint6
 }
 
 /* Link session @h into (or out of) index @c under its current key. */
-static void index_update(SessionTable *t, uint32_t h, enum chain c, bool insert)
+static void index_update(SessionTable *t, uint32_t h, SessionChain c, bool insert)
 {
 	uint64_t hash;
 	uint32_t *buckets = index_of(t, h, c, &hash);
@@ -480,7 +480,7 @@ void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t
 }
 
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
-			    const uint8_t local_gid[16], const uint8_t peer_gid[16])
+			    const uint8_t local_gid[GID_LEN], const uint8_t peer_gid[GID_LEN])
 {
 	Session *s = session_table_get(t, handle);
 
@@ -490,9 +490,9 @@ void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm
 		index_update(t, handle, CHAIN_PEER, false);
 	s->peer_comm_id = peer_comm_id;
 	if (local_gid != s->local_gid)
-		memcpy(s->local_gid, local_gid, 16);
+		memcpy(s->local_gid, local_gid, GID_LEN);
 	if (peer_gid && peer_gid != s->peer_gid)
-		memcpy(s->peer_gid, peer_gid, 16);
+		memcpy(s->peer_gid, peer_gid, GID_LEN);
 	s->flags |= SESSION_F_IN_PEER;
 	index_update(t, handle, CHAIN_PEER, true);
 }
@@ -587,7 +587,7 @@ void session_table_warm_client_comm_ids(SessionTable *t, const uint32_t *client_
 }
 
 uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
-				   const uint8_t local_gid[16], const uint8_t *peer_gid)
+				   const uint8_t local_gid[GID_LEN], const uint8_t *peer_gid)
 {
 	uint32_t h = t->peer_buckets[bucket_of(t, hash_peer(peer_comm_id, local_gid))];
 
@@ -637,14 +637,14 @@ const char *session_table_check(const SessionTable *t)
 		for (uint32_t b = 0; b < t->capacity; b++) {
 			uint64_t steps = 0;
 
-			for (uint32_t h = buckets[c][b]; h; h = *chain_next(t, h, (enum chain)c)) {
+			for (uint32_t h = buckets[c][b]; h; h = *chain_next(t, h, (SessionChain)c)) {
 				uint64_t hash;
 
 				if (h > t->used)
 					return "an index chain points past the used slots";
 				if (!(slot(t, h)->flags & SESSION_F_LIVE) || !(slot(t, h)->flags & flag[c]))
 					return "an index chain holds a session that is not in it";
-				(void)index_of(t, h, (enum chain)c, &hash);
+				(void)index_of(t, h, (SessionChain)c, &hash);
 				if (bucket_of(t, hash) != b)
 					return "a session is filed under a key it no longer has";
 				if (++steps > claimed)

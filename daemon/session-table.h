@@ -35,6 +35,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cm-codec.h" /* GID_LEN */
+
 typedef enum SessionState {
 	SESSION_REQ_SENT,    /* our client sent a REQ */
 	SESSION_REQ_RCVD,    /* a peer's REQ went to our client */
@@ -69,8 +71,8 @@ typedef struct Session {
 	uint8_t timer;	/* SessionTimer */
 	uint8_t flags;	/* SESSION_F_* */
 	uint8_t reserved;
-	uint8_t local_gid[16]; /* our client's GID in this session */
-	uint8_t peer_gid[16];  /* the remote end's GID, zero if unknown */
+	uint8_t local_gid[GID_LEN]; /* our client's GID in this session */
+	uint8_t peer_gid[GID_LEN];  /* the remote end's GID, zero if unknown */
 } Session;
 
 /* The per-client list of sessions; the client owns it. */
@@ -119,7 +121,7 @@ void session_table_seed_wire_ids(SessionTable *t, uint32_t counter, uint32_t xor
 uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle);
 void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id);
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
-			    const uint8_t local_gid[16], const uint8_t peer_gid[16]);
+			    const uint8_t local_gid[GID_LEN], const uint8_t peer_gid[GID_LEN]);
 
 uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id);
 uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id,
@@ -130,7 +132,7 @@ uint32_t session_table_lookup_client_comm_id(SessionTable *t, uint32_t client_id
  *            (QEMU clients never tell us their destination)
  */
 uint32_t session_table_lookup_peer(SessionTable *t, uint32_t peer_comm_id,
-				   const uint8_t local_gid[16], const uint8_t *peer_gid);
+				   const uint8_t local_gid[GID_LEN], const uint8_t *peer_gid);
 
 /*
  * For a batch of lookups in a big table: do their loads first, all

@@ -12,7 +12,7 @@
 #include "pcap-writer.h"
 #include "util.h"
 
-#define REC_LEN (16 + ERF_HDR_LEN + IB_PACKET_LEN)
+#define REC_LEN (16 + PCAP_ERF_HDR_LEN + PCAP_IB_PACKET_LEN)
 /* See test_crcs(). */
 #define ICRC_EXPECTED 0xbe5764fcu
 #define VCRC_EXPECTED 0x1106u
@@ -52,17 +52,17 @@ static void sample_init(Sample *s, bool rx)
 static void test_packet_layout(void)
 {
 	Sample s;
-	uint8_t p[IB_PACKET_LEN];
+	uint8_t p[PCAP_IB_PACKET_LEN];
 	const uint8_t *grh = p + 8, *bth = grh + 40, *deth = bth + 12, *mad = deth + 8;
 
 	sample_init(&s, false);
-	g_assert_cmpuint(ib_packet_build(&s.ev, 5, 42, p), ==, IB_PACKET_LEN);
+	g_assert_cmpuint(pcap_ib_packet_build(&s.ev, 5, 42, p), ==, PCAP_IB_PACKET_LEN);
 	/* LRH: SL 3, LNH = GRH; TX goes from our LID 5 to the peer's 7;
 	 * PktLen counts 4-byte words up to the VCRC. */
 	g_assert_cmpuint(p[0], ==, 0x00);
 	g_assert_cmpuint(p[1], ==, 0x33);
 	g_assert_cmpuint(get_be16(p + 2), ==, 7);
-	g_assert_cmpuint(get_be16(p + 4), ==, (IB_PACKET_LEN - 2) / 4);
+	g_assert_cmpuint(get_be16(p + 4), ==, (PCAP_IB_PACKET_LEN - 2) / 4);
 	g_assert_cmpuint(get_be16(p + 6), ==, 5);
 	/* GRH */
 	g_assert_cmpuint(get_be32(grh), ==, 6u << 28 | 0x20u << 20 | 0x12345u);
@@ -83,7 +83,7 @@ static void test_packet_layout(void)
 
 	/* RX: the GIDs and LIDs swap. */
 	sample_init(&s, true);
-	ib_packet_build(&s.ev, 5, 0, p);
+	pcap_ib_packet_build(&s.ev, 5, 0, p);
 	g_assert_cmpuint(get_be16(p + 2), ==, 5);
 	g_assert_cmpuint(get_be16(p + 6), ==, 7);
 	g_assert_cmpmem(grh + 8, 16, s.remote, 16);
@@ -99,25 +99,25 @@ static void test_packet_layout(void)
 static void test_crcs(void)
 {
 	Sample s;
-	uint8_t p[IB_PACKET_LEN];
+	uint8_t p[PCAP_IB_PACKET_LEN];
 	uint32_t icrc;
 	uint16_t vcrc;
 
 	sample_init(&s, false);
-	ib_packet_build(&s.ev, 5, 42, p);
-	icrc = (uint32_t)p[IB_PACKET_LEN - 6] | (uint32_t)p[IB_PACKET_LEN - 5] << 8 |
-	       (uint32_t)p[IB_PACKET_LEN - 4] << 16 | (uint32_t)p[IB_PACKET_LEN - 3] << 24;
-	vcrc = (uint16_t)(p[IB_PACKET_LEN - 2] | p[IB_PACKET_LEN - 1] << 8);
+	pcap_ib_packet_build(&s.ev, 5, 42, p);
+	icrc = (uint32_t)p[PCAP_IB_PACKET_LEN - 6] | (uint32_t)p[PCAP_IB_PACKET_LEN - 5] << 8 |
+	       (uint32_t)p[PCAP_IB_PACKET_LEN - 4] << 16 | (uint32_t)p[PCAP_IB_PACKET_LEN - 3] << 24;
+	vcrc = (uint16_t)(p[PCAP_IB_PACKET_LEN - 2] | p[PCAP_IB_PACKET_LEN - 1] << 8);
 	g_assert_cmphex(icrc, ==, ICRC_EXPECTED);
 	g_assert_cmphex(vcrc, ==, VCRC_EXPECTED);
 	/* The ICRC covers no variant field: changing them keeps it. */
 	p[1] ^= 0xf0;	   /* SL */
 	p[8 + 7] = 1;	   /* hop limit */
 	p[8 + 40 + 4] = 7; /* BTH reserved byte */
-	g_assert_cmphex(ib_icrc(p, IB_PACKET_LEN - 6), ==, icrc);
+	g_assert_cmphex(pcap_ib_icrc(p, PCAP_IB_PACKET_LEN - 6), ==, icrc);
 	/* ...and an invariant one changes it. */
 	p[8 + 40 + 20 + 30] ^= 1;
-	g_assert_cmphex(ib_icrc(p, IB_PACKET_LEN - 6), !=, icrc);
+	g_assert_cmphex(pcap_ib_icrc(p, PCAP_IB_PACKET_LEN - 6), !=, icrc);
 }
 
 static uint8_t *read_file(const char *path, gsize *len)
@@ -163,14 +163,14 @@ static void test_file(void)
 		memcpy(h, rec, sizeof(h));
 		g_assert_cmpuint(h[0], ==, 1700000000u);
 		g_assert_cmpuint(h[1], ==, 123456u + 1000u * (unsigned)i);
-		g_assert_cmpuint(h[2], ==, ERF_HDR_LEN + IB_PACKET_LEN);
-		g_assert_cmpuint(h[3], ==, ERF_HDR_LEN + IB_PACKET_LEN);
+		g_assert_cmpuint(h[2], ==, PCAP_ERF_HDR_LEN + PCAP_IB_PACKET_LEN);
+		g_assert_cmpuint(h[3], ==, PCAP_ERF_HDR_LEN + PCAP_IB_PACKET_LEN);
 		/* ERF: seconds in the high word of a little-endian timestamp */
 		g_assert_cmpuint(erf[4] | erf[5] << 8 | erf[6] << 16 | (uint32_t)erf[7] << 24, ==,
 				 1700000000u);
-		g_assert_cmpuint(erf[8], ==, ERF_TYPE_INFINIBAND);
-		g_assert_cmpuint(get_be16(erf + 10), ==, ERF_HDR_LEN + IB_PACKET_LEN);
-		g_assert_cmpuint(get_be16(erf + 14), ==, IB_PACKET_LEN);
+		g_assert_cmpuint(erf[8], ==, PCAP_ERF_TYPE_INFINIBAND);
+		g_assert_cmpuint(get_be16(erf + 10), ==, PCAP_ERF_HDR_LEN + PCAP_IB_PACKET_LEN);
+		g_assert_cmpuint(get_be16(erf + 14), ==, PCAP_IB_PACKET_LEN);
 		g_assert_cmpuint(get_be32(erf + 16 + 8 + 40 + 8), ==, (uint32_t)i); /* PSN */
 	}
 	pcap_writer_free(w);

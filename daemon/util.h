@@ -27,12 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm-codec.h"	      /* GID_LEN */
 #include "rdmacm-mux-bytes.h" /* get_be16() and friends, for MAD fields */
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* A GID is 16 bytes in network order, everywhere in the daemon. */
-#define GID_LEN 16
 /* Room for "ffff:ffff:...": inet_ntop's IPv6 maximum. */
 #define GID_STR_LEN 46
 

@@ -68,11 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The names and indexes are total functions of any attribute value. */
 	if (size >= 2) {
 		uint16_t any = (uint16_t)(data[0] << 8 | data[1]);
-		enum cm_attr_index idx = cm_attr_to_index(any);
+		CmAttrIndex idx = cm_attr_to_index(any);
 
 		fuzz_check(idx < CM_IDX_COUNT, "cm_attr_to_index(0x%x) = %d", any, idx);
 		fuzz_check(cm_attr_name(any, name) != NULL, "no name");
-		fuzz_check(cm_attr_index_name((enum cm_attr_index)(data[1] % 32)) != NULL, "no name");
+		fuzz_check(cm_attr_index_name((CmAttrIndex)(data[1] % 32)) != NULL, "no name");
 		(void)cm_attr_has_comm_ids(any);
 	}
 
