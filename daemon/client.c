@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Owns one client connection's bytes: input framing, the two output
- * queues, writing them out, and the peer's credentials. */
+ * queues, writing them out, and the peer's credentials (client.h). */
 #include "client.h"
 
 #include <fcntl.h>
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/uio.h>
 
 #include "util.h"
@@ -24,7 +23,7 @@
 #define QUEUE_KEEP_SLOTS 64u
 #define WRITEV_MAX 32
 
-static void read_comm(pid_t pid, char *buf, size_t len)
+static void client_read_comm(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
 	_cleanup_fd_ int fd = -1;
@@ -44,45 +43,41 @@ static void read_comm(pid_t pid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-Client *client_new(uint32_t id, int fd, uint32_t max_queued, uint32_t max_pending)
+void client_init(Client *c, int fd, uint32_t max_queued, uint32_t max_pending)
 {
-	Client *c = g_new0(Client, 1);
 	socklen_t len = sizeof(c->cred);
 
-	c->id = id;
+	memset(c, 0, sizeof(*c));
 	c->fd = fd;
 	c->mad.max = max_queued;
 	c->resp.max = max_pending;
 	c->connected_usec = now_usec();
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0)
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0)
 		c->cred = (struct ucred){ .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
-	read_comm(c->cred.pid, c->comm, sizeof(c->comm));
-	return c;
+	client_read_comm(c->cred.pid, c->comm, sizeof(c->comm));
 }
 
-static void queue_release(FrameQueue *q)
+static void frame_queue_release(FrameQueue *q)
 {
 	free(q->frames);
 	q->frames = NULL;
 	q->cap = q->head = q->len = 0;
 }
 
-void client_free(Client *c)
+void client_deinit(Client *c)
 {
-	if (!c)
-		return;
 	if (c->fd >= 0)
 		close(c->fd);
-	queue_release(&c->resp);
-	queue_release(&c->mad);
-	g_free(c->gids);
-	g_free(c);
+	c->fd = -1;
+	frame_queue_release(&c->resp);
+	frame_queue_release(&c->mad);
 }
 
 /* ---- input ---- */
 
 int client_fill_input(Client *c)
 {
+	uint8_t *buf = (uint8_t *)c->in;
 	size_t room;
 	ssize_t n;
 
@@ -92,12 +87,12 @@ int client_fill_input(Client *c)
 		return 0;
 	/* Move the partial frame to the front and refill. */
 	if (c->in_off > 0) {
-		memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+		memmove(buf, buf + c->in_off, c->in_len - c->in_off);
 		c->in_len -= c->in_off;
 		c->in_off = 0;
 	}
 	room = sizeof(c->in) - c->in_len;
-	n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
+	n = recv(c->fd, buf + c->in_len, room, MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return 0;
@@ -109,10 +104,9 @@ int client_fill_input(Client *c)
 		return c->in_error;
 	}
 	c->in_len += (size_t)n;
-	memset(c->in_hint, 0, sizeof(c->in_hint));
 	if (c->in_len >= FRAME_SIZE) {
 		c->input_drained = (size_t)n < room;
-		c->input_fresh = true;
+		c->input_refilled = true;
 	}
 	return 0;
 }
@@ -135,7 +129,7 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 		if (c->in_len - c->in_off < FRAME_SIZE)
 			return 0;
 	}
-	memcpy(out, c->in + c->in_off, FRAME_SIZE);
+	memcpy(out, (const uint8_t *)c->in + c->in_off, FRAME_SIZE);
 	c->in_off += FRAME_SIZE;
 	if (c->in_off == c->in_len)
 		c->in_off = c->in_len = 0;
@@ -147,14 +141,28 @@ bool client_has_partial_input(const Client *c)
 	return c->in_len > c->in_off;
 }
 
+unsigned client_peek_frames(const Client *c, const struct rdmacm_mux_msg **ret)
+{
+	*ret = &c->in[c->in_off / FRAME_SIZE];
+	return (unsigned)((c->in_len - c->in_off) / FRAME_SIZE);
+}
+
+bool client_take_refill(Client *c)
+{
+	bool r = c->input_refilled;
+
+	c->input_refilled = false;
+	return r;
+}
+
 /* ---- output queues ---- */
 
-static struct rdmacm_mux_msg *queue_at(FrameQueue *q, uint32_t i)
+static struct rdmacm_mux_msg *frame_queue_at(FrameQueue *q, uint32_t i)
 {
 	return &q->frames[(q->head + i) & (q->cap - 1)];
 }
 
-static int queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_exceed)
+static int frame_queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_exceed)
 {
 	if (q->len >= q->max && !may_exceed)
 		return -ENOBUFS;
@@ -166,7 +174,7 @@ static int queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_ex
 			return -ENOMEM;
 		/* Linearise the ring into the new array. */
 		for (uint32_t i = 0; i < q->len; i++)
-			memcpy(&f[i], queue_at(q, i), FRAME_SIZE);
+			memcpy(&f[i], frame_queue_at(q, i), FRAME_SIZE);
 		free(q->frames);
 		q->frames = f;
 		q->cap = cap;
@@ -177,24 +185,24 @@ static int queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_ex
 	return 0;
 }
 
-static void queue_pop(FrameQueue *q)
+static void frame_queue_pop(FrameQueue *q)
 {
 	q->head = (q->head + 1) & (q->cap - 1);
 	if (--q->len == 0) {
 		q->head = 0;
 		if (q->cap > QUEUE_KEEP_SLOTS)
-			queue_release(q);
+			frame_queue_release(q);
 	}
 }
 
 int client_queue_response(Client *c, const struct rdmacm_mux_msg *m)
 {
-	return queue_push(&c->resp, m, true);
+	return frame_queue_push(&c->resp, m, true);
 }
 
 int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m)
 {
-	return queue_push(&c->mad, m, false);
+	return frame_queue_push(&c->mad, m, false);
 }
 
 bool client_responses_full(const Client *c)
@@ -205,6 +213,16 @@ bool client_responses_full(const Client *c)
 uint32_t client_queued(const Client *c)
 {
 	return c->resp.len + c->mad.len;
+}
+
+uint32_t client_queued_mads(const Client *c)
+{
+	return c->mad.len;
+}
+
+uint32_t client_mad_quota(const Client *c)
+{
+	return c->mad.max;
 }
 
 /*
@@ -221,13 +239,13 @@ int client_flush(Client *c)
 		ssize_t w;
 
 		if (partial) {
-			iov[n++] = (struct iovec){ (uint8_t *)queue_at(partial, 0) + c->out_off,
+			iov[n++] = (struct iovec){ (uint8_t *)frame_queue_at(partial, 0) + c->out_off,
 						   FRAME_SIZE - c->out_off };
 		}
 		for (int q = 0; q < 2 && n < WRITEV_MAX; q++)
 			for (uint32_t i = order[q] == partial ? 1 : 0;
 			     i < order[q]->len && n < WRITEV_MAX; i++)
-				iov[n++] = (struct iovec){ queue_at(order[q], i), FRAME_SIZE };
+				iov[n++] = (struct iovec){ frame_queue_at(order[q], i), FRAME_SIZE };
 
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
 		w = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -246,7 +264,7 @@ int client_flush(Client *c)
 				return -EAGAIN;
 			}
 			left -= rest;
-			queue_pop(partial);
+			frame_queue_pop(partial);
 			c->out_src = 0;
 			c->out_off = 0;
 		}
@@ -258,7 +276,7 @@ int client_flush(Client *c)
 					return -EAGAIN;
 				}
 				left -= FRAME_SIZE;
-				queue_pop(order[q]);
+				frame_queue_pop(order[q]);
 			}
 		}
 	}
@@ -271,13 +289,13 @@ unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_
 	unsigned n = 0;
 
 	while (c->resp.len > 0) {
-		fn(userdata, queue_at(&c->resp, 0));
-		queue_pop(&c->resp);
+		fn(userdata, frame_queue_at(&c->resp, 0));
+		frame_queue_pop(&c->resp);
 		n++;
 	}
 	while (c->mad.len > 0) {
-		fn(userdata, queue_at(&c->mad, 0));
-		queue_pop(&c->mad);
+		fn(userdata, frame_queue_at(&c->mad, 0));
+		frame_queue_pop(&c->mad);
 		n++;
 	}
 	c->out_src = 0;

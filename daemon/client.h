@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A client connection: framing, the output queues, and credentials.
+ * A client connection as transport: the socket, input framing, the output
+ * queues, and the peer's credentials. Nothing here knows the protocol's
+ * meaning; the relay embeds a Client in its own per-client state.
  *
  * The socket carries fixed-size frames with no length prefix, so input is
  * accumulated until whole frames are there. Output goes through two
@@ -9,8 +11,8 @@
  * written), which is what QEMU needs: it reads the response with one
  * blocking read right after its request. Responses are never dropped; when
  * too many are pending the relay stops reading that client instead.
- * Inbound MADs are dropped (and counted) when their queue is full, so a
- * client that stops reading never holds anybody else up.
+ * Inbound MADs are dropped (and counted by the caller) when their queue is
+ * full, so a client that stops reading never holds anybody else up.
  */
 #ifndef RDMACM_MUX_CLIENT_H
 #define RDMACM_MUX_CLIENT_H
@@ -20,8 +22,8 @@
 #include <sys/socket.h>
 
 #include "rdmacm-mux-proto.h"
-#include "session-table.h"
 
+/* Frames one read may take in (and the relay may look at ahead of time). */
 #define CLIENT_INPUT_FRAMES 16
 
 typedef struct FrameQueue {
@@ -32,59 +34,41 @@ typedef struct FrameQueue {
 	uint32_t max; /* quota */
 } FrameQueue;
 
-/* One GID a client registered, with its cached GID-table index. */
-typedef struct ClientGid {
-	uint8_t gid[16];
-	int gid_index;		 /* -1: not in the port's table (yet) */
-	unsigned table_generation;
-} ClientGid;
-
 typedef struct Client {
-	uint32_t id; /* unique among live clients; reuse is delayed 2^32 ids */
-	void *owner; /* the relay serving this client */
-	int fd; /* in the relay's epoll set while connected */
+	int fd; /* -1 for a client without a socket (the relay driver's) */
 	struct ucred cred;
 	char comm[32];
 	uint64_t connected_usec;
 
-	uint8_t in[CLIENT_INPUT_FRAMES * sizeof(struct rdmacm_mux_msg)];
-	size_t in_len;
-	size_t in_off;
-	bool input_drained; /* the last recv() did not fill the buffer */
-	bool input_fresh;   /* frames came in whose lookups nobody warmed yet */
-	/* the session the relay's warm pass found for the frame at in[i *
-	 * frame size], 0 if none: a hint it checks before use */
-	uint32_t in_hint[CLIENT_INPUT_FRAMES];
-	int in_error;	    /* the socket's end (-EPIPE) or error, once seen */
+	/* Whole frames sit at multiples of the frame size from the start. */
+	struct rdmacm_mux_msg in[CLIENT_INPUT_FRAMES];
+	size_t in_len; /* bytes in in[] */
+	size_t in_off; /* bytes of in[] already handed out */
+	bool input_drained;  /* the last recv() did not fill the buffer */
+	bool input_refilled; /* frames came in since client_take_refill() */
+	int in_error;	     /* the socket's end (-EPIPE) or error, once seen */
 
 	FrameQueue resp;
 	FrameQueue mad;
 	int out_src;	/* queue whose head is partly written: 0, 1 resp, 2 mad */
 	size_t out_off; /* bytes of that frame already written */
-
-	/* protocol state, owned by the relay */
-	ClientGid *gids;
-	uint32_t n_gids;
-	SessionList sessions;
-	uint64_t caps;
-	bool hello_done;
-	bool c1_logged;
-	bool reading_paused;
-	bool dirty; /* on the relay's list of clients to flush */
-	unsigned bad_frames; /* consecutive */
-	struct rdmacm_mux_client_stats stats;
 } Client;
 
-/* Allocate a client for @fd (taken over); reads SO_PEERCRED. */
-Client *client_new(uint32_t id, int fd, uint32_t max_queued, uint32_t max_pending);
-/* Close the fd, drop its event source, free everything. NULL-safe. */
-void client_free(Client *c);
+/**
+ * client_init() - set up @c for @fd (taken over; -1 for none) and read the
+ * peer's credentials (SO_PEERCRED) and command name.
+ * @max_queued: inbound MAD frames that may wait before drops
+ * @max_pending: responses the relay lets wait before it pauses input
+ */
+void client_init(Client *c, int fd, uint32_t max_queued, uint32_t max_pending);
+/* Close the fd and free the queues. */
+void client_deinit(Client *c);
 
 /**
  * client_read_frame() - the next whole frame from the socket.
  * Return: 1 with @out filled; 0 when no whole frame is available now;
- * -EPIPE at end of stream (in_len tells whether a frame was cut short);
- * another negative errno on a socket error.
+ * -EPIPE at end of stream (client_has_partial_input() tells whether a
+ * frame was cut short); another negative errno on a socket error.
  */
 int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
 /**
@@ -97,6 +81,15 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
 int client_fill_input(Client *c);
 /* True when part of a frame is buffered (a cut-off frame at EOF). */
 bool client_has_partial_input(const Client *c);
+/**
+ * client_peek_frames() - the whole frames buffered and not yet read, in
+ * order, without consuming them.
+ * Return: their number; *@ret points at the first (valid until the next
+ * read or fill).
+ */
+unsigned client_peek_frames(const Client *c, const struct rdmacm_mux_msg **ret);
+/* Whether a read brought in new frames since the last call (and clear it). */
+bool client_take_refill(Client *c);
 
 /* Queue a response (never fails for want of space; grows to its quota,
  * which the relay enforces by pausing input). Return: 0 or -ENOMEM. */
@@ -111,12 +104,15 @@ bool client_responses_full(const Client *c);
  * another negative errno when the peer is gone.
  */
 int client_flush(Client *c);
+/* Frames waiting to be written: responses and inbound MADs. */
 uint32_t client_queued(const Client *c);
+/* Inbound MAD frames waiting, and the queue's quota. */
+uint32_t client_queued_mads(const Client *c);
+uint32_t client_mad_quota(const Client *c);
 
 /* Hand every queued frame to @fn in writing order and empty the queues
  * (for clients without a socket). Return: the number of frames. */
 unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
 		      void *userdata);
-
 
 #endif /* RDMACM_MUX_CLIENT_H */

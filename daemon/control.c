@@ -20,11 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
 #include "config.h"
 #include "json-writer.h"
 #include "log.h"
 #include "util.h"
+
+/* The longest command name a client's info can carry (Client.comm). */
+#define CONTROL_COMM_MAX 32
 
 typedef enum ConnState {
 	CONN_READING,	/* waiting for the command line */
@@ -281,27 +283,44 @@ static void answer_status(Control *ctl, GString *out, bool json)
 
 /* ---- clients ---- */
 
-static void collect_client(void *userdata, const Client *c)
+/* A client's row, copied out of the relay's walk (whose info lives only
+ * during the callback). */
+typedef struct ControlClientRow {
+	RelayClientInfo info;
+	uint8_t *gids;
+} ControlClientRow;
+
+static void control_collect_client(void *userdata, const RelayClientInfo *c)
 {
-	g_ptr_array_add(userdata, (gpointer)c);
+	GArray *rows = userdata;
+	ControlClientRow row = { .info = *c, .gids = g_memdup2(c->gids, (gsize)c->n_gids * GID_LEN) };
+
+	row.info.gids = row.gids;
+	g_array_append_val(rows, row);
 }
 
-static gint client_cmp(gconstpointer a, gconstpointer b)
+static void control_client_row_clear(gpointer p)
 {
-	const Client *x = *(const Client *const *)a, *y = *(const Client *const *)b;
+	g_free(((ControlClientRow *)p)->gids);
+}
 
-	return x->id < y->id ? -1 : x->id > y->id;
+static gint control_client_row_cmp(gconstpointer a, gconstpointer b)
+{
+	const ControlClientRow *x = a, *y = b;
+
+	return x->info.id < y->info.id ? -1 : x->info.id > y->info.id;
 }
 
 static void answer_clients(Control *ctl, GString *out, bool json)
 {
-	g_autoptr(GPtrArray) list = g_ptr_array_new();
+	g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(ControlClientRow));
 	uint64_t now = now_usec();
 	size_t omitted = 0;
 	JsonWriter j;
 
-	relay_foreach_client(ctl->relay, collect_client, list);
-	g_ptr_array_sort(list, client_cmp);
+	g_array_set_clear_func(rows, control_client_row_clear);
+	relay_foreach_client(ctl->relay, control_collect_client, rows);
+	g_array_sort(rows, control_client_row_cmp);
 
 	if (json) {
 		json_writer_init(&j, out);
@@ -312,8 +331,8 @@ static void answer_clients(Control *ctl, GString *out, bool json)
 				       "ID", "PID", "UID", "GID", "COMMAND", "CONNECTED", "QUEUED",
 				       "SESSIONS", "EXTENSIONS", "TX", "RX", "REFUSED", "DROPPED", "GIDS");
 	}
-	for (guint i = 0; i < list->len; i++) {
-		const Client *c = g_ptr_array_index(list, i);
+	for (guint i = 0; i < rows->len; i++) {
+		const RelayClientInfo *c = &g_array_index(rows, ControlClientRow, i).info;
 		uint64_t connected_ms = (now - c->connected_usec) / 1000;
 		char gid[GID_STR_LEN], caps[32];
 
@@ -327,14 +346,14 @@ static void answer_clients(Control *ctl, GString *out, bool json)
 			json_i64(&j, "pid", c->cred.pid);
 			json_i64(&j, "uid", c->cred.uid == (uid_t)-1 ? -1 : (int64_t)c->cred.uid);
 			json_i64(&j, "gid", c->cred.gid == (gid_t)-1 ? -1 : (int64_t)c->cred.gid);
-			json_string_len(&j, "comm", c->comm, strnlen(c->comm, sizeof(c->comm)));
+			json_string_len(&j, "comm", c->comm, strnlen(c->comm, CONTROL_COMM_MAX));
 			json_u64(&j, "connected_ms", connected_ms);
 			json_begin_array(&j, "gids");
 			for (uint32_t g = 0; g < c->n_gids; g++)
-				json_string(&j, NULL, gid_to_string(c->gids[g].gid, gid));
+				json_string(&j, NULL, gid_to_string(c->gids + g * GID_LEN, gid));
 			json_end_array(&j);
-			json_u64(&j, "queued", client_queued(c));
-			json_u64(&j, "sessions", c->sessions.count);
+			json_u64(&j, "queued", c->queued);
+			json_u64(&j, "sessions", c->sessions);
 			json_u64(&j, "extension_caps", c->caps);
 			json_bool(&j, "extension_hello", c->hello_done);
 			json_begin_object(&j, "stats");
@@ -354,19 +373,19 @@ static void answer_clients(Control *ctl, GString *out, bool json)
 		g_string_append_printf(out, "%-6u %-8d %-6d %-6d ", c->id, (int)c->cred.pid,
 				       (int)c->cred.uid, (int)c->cred.gid);
 		size_t start = out->len;
-		text_sanitized(out, c->comm, sizeof(c->comm));
+		text_sanitized(out, c->comm, CONTROL_COMM_MAX);
 		for (size_t w = out->len - start; w < 16; w++)
 			g_string_append_c(out, ' ');
 		g_string_append_printf(out,
 				       " %-10s %6u %8u %-12s %8" PRIu64 " %8" PRIu64 " %8" PRIu64
 				       " %8" PRIu64 "  ",
-				       conn, client_queued(c), c->sessions.count,
+				       conn, c->queued, c->sessions,
 				       c->hello_done ? caps_text(c->caps, caps, sizeof(caps)) : "-",
 				       c->stats.tx_mads, c->stats.rx_mads, c->stats.tx_rejected,
 				       c->stats.rx_dropped);
 		for (uint32_t g = 0; g < c->n_gids; g++)
 			g_string_append_printf(out, "%s%s", g ? "," : "",
-					       gid_to_string(c->gids[g].gid, gid));
+					       gid_to_string(c->gids + g * GID_LEN, gid));
 		if (c->n_gids == 0)
 			g_string_append_c(out, '-');
 		g_string_append_c(out, '\n');
@@ -485,19 +504,19 @@ static void answer_counters(Control *ctl, GString *out, bool json)
 		json_begin_object(&j, NULL);
 		json_begin_object(&j, "tx");
 		for (int i = 0; i < CM_IDX_COUNT; i++)
-			json_u64(&j, cm_attr_index_name((enum cm_attr_index)i), k->tx[i]);
+			json_u64(&j, cm_attr_index_name((CmAttrIndex)i), k->tx[i]);
 		json_end_object(&j);
 		json_begin_object(&j, "rx");
 		for (int i = 0; i < CM_IDX_COUNT; i++)
-			json_u64(&j, cm_attr_index_name((enum cm_attr_index)i), k->rx[i]);
+			json_u64(&j, cm_attr_index_name((CmAttrIndex)i), k->rx[i]);
 		json_end_object(&j);
 		json_begin_object(&j, "rx_dropped");
 		for (int i = 0; i < RX_DROP_COUNT; i++)
-			json_u64(&j, rx_drop_name((RxDrop)i), k->rx_drop[i]);
+			json_u64(&j, relay_rx_drop_name((RxDrop)i), k->rx_drop[i]);
 		json_end_object(&j);
 		json_begin_object(&j, "tx_refused");
 		for (int i = 0; i < TX_REJECT_COUNT; i++)
-			json_u64(&j, tx_reject_name((TxReject)i), k->tx_reject[i]);
+			json_u64(&j, relay_tx_reject_name((TxReject)i), k->tx_reject[i]);
 		json_end_object(&j);
 #define X(f) json_u64(&j, #f, k->f);
 		COUNTER_FIELDS(X)
@@ -511,14 +530,14 @@ static void answer_counters(Control *ctl, GString *out, bool json)
 	g_string_append_printf(out, "%-18s %12s %12s\n", "ATTRIBUTE", "TX", "RX");
 	for (int i = 0; i < CM_IDX_COUNT; i++)
 		g_string_append_printf(out, "%-18s %12" PRIu64 " %12" PRIu64 "\n",
-				       cm_attr_index_name((enum cm_attr_index)i), k->tx[i], k->rx[i]);
+				       cm_attr_index_name((CmAttrIndex)i), k->tx[i], k->rx[i]);
 	g_string_append(out, "\nRX DROPPED\n");
 	for (int i = 0; i < RX_DROP_COUNT; i++)
-		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", rx_drop_name((RxDrop)i),
+		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_rx_drop_name((RxDrop)i),
 				       k->rx_drop[i]);
 	g_string_append(out, "\nTX REFUSED\n");
 	for (int i = 0; i < TX_REJECT_COUNT; i++)
-		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", tx_reject_name((TxReject)i),
+		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_tx_reject_name((TxReject)i),
 				       k->tx_reject[i]);
 	g_string_append(out, "\nOTHER\n");
 #define X(f) g_string_append_printf(out, "%-18s %12" PRIu64 "\n", #f, k->f);
@@ -603,13 +622,10 @@ static void conn_trace_sink(void *userdata, const RelayEvent *ev)
 	conn_update_events(k);
 }
 
-static int conn_start_trace(ControlConn *k)
+static void conn_start_trace(ControlConn *k)
 {
 	const UmadPort *port = relay_port(k->ctl->relay);
-	int r = relay_add_event_sink(k->ctl->relay, conn_trace_sink, k);
-
-	if (r < 0)
-		return r;
+	relay_add_event_sink(k->ctl->relay, conn_trace_sink, k);
 	k->sink_added = true;
 	k->state = CONN_TRACING;
 	if (k->json) {
@@ -628,7 +644,6 @@ static int conn_start_trace(ControlConn *k)
 	}
 	/* Trace readers may stay as long as they like. */
 	(void)sd_event_source_set_enabled(k->timer, SD_EVENT_OFF);
-	return 0;
 }
 
 /* ---- commands ---- */
@@ -686,12 +701,7 @@ static void conn_command(ControlConn *k, char *line)
 	else if (strcmp(words[0], "help") == 0 && !k->json)
 		g_string_append(k->out, help_text);
 	else if (strcmp(words[0], "trace") == 0) {
-		int r = conn_start_trace(k);
-
-		if (r < 0) {
-			log_warning("cannot start a trace for a control client: %s", strerror(-r));
-			conn_error(k, "cannot start the trace");
-		}
+		conn_start_trace(k);
 		return;
 	} else {
 		conn_error(k, "unknown command; try 'help'");

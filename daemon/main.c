@@ -583,11 +583,7 @@ static int run(Daemon *d)
 				  strerror(-r));
 			return EXIT_FAILURE;
 		}
-		r = relay_add_event_sink(d->relay, pcap_writer_sink, d->pcap);
-		if (r < 0) {
-			log_error("cannot start --trace-pcap: %s", strerror(-r));
-			return EXIT_FAILURE;
-		}
+		relay_add_event_sink(d->relay, pcap_writer_sink, d->pcap);
 	}
 	r = listener_setup(d);
 	if (r < 0)

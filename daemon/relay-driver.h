@@ -24,6 +24,9 @@ uint32_t relay_driver_add_client(Relay *r);
 void relay_driver_remove_client(Relay *r, uint32_t client_id);
 /* Whether the client is still connected (bad frames can drop it). */
 bool relay_driver_has_client(const Relay *r, uint32_t client_id);
+/* Whether the relay stopped reading the client until it reads its
+ * responses (relay_driver_drain()). */
+bool relay_driver_client_paused(Relay *r, uint32_t client_id);
 
 /**
  * relay_driver_request() - the client sends one frame.

@@ -3,10 +3,11 @@
  * The relay: the glue between the umad port, the clients and the sessions.
  *
  * It answers client requests (REG, UNREG, MAD, and the extension ops),
- * validates and rewrites outbound MADs, routes inbound MADs to the right
- * client, keeps the session table and its timer, and counts everything.
- * Everything runs on the caller's sd-event loop; nothing here blocks except
- * the kernel's own umad write (RoCE address resolution, up to 1 s).
+ * validates and rewrites outbound MADs (relay-tx.c), routes inbound MADs
+ * to the right client (relay-rx.c), keeps the session table and its timer,
+ * and counts everything. Everything runs on the caller's sd-event loop;
+ * nothing here blocks except the kernel's own umad write (RoCE address
+ * resolution, up to 1 s).
  */
 #ifndef RDMACM_MUX_RELAY_H
 #define RDMACM_MUX_RELAY_H
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <systemd/sd-event.h>
 
 #include "cm-codec.h"
@@ -103,8 +105,8 @@ typedef struct RelayEvent {
 
 typedef void (*RelayEventFn)(void *userdata, const RelayEvent *ev);
 
-/* Sinks see every event (trace, pcap, admin tool). Return: 0 or -ENOMEM. */
-int relay_add_event_sink(Relay *r, RelayEventFn fn, void *userdata);
+/* Sinks see every event (trace, pcap, admin tool). */
+void relay_add_event_sink(Relay *r, RelayEventFn fn, void *userdata);
 void relay_remove_event_sink(Relay *r, RelayEventFn fn, void *userdata);
 /* One human-readable line for @ev, without a newline. */
 void relay_format_event(const RelayEvent *ev, char *buf, size_t len);
@@ -128,10 +130,27 @@ uint32_t relay_session_count(const Relay *r);
 const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
 
-typedef struct Client Client;
+typedef struct RelayClient RelayClient;
 typedef struct Session Session;
-/* Walk the clients and the sessions, for status output. */
-void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const Client *c),
+
+/* What the control socket may know of a client: a read-only snapshot. */
+typedef struct RelayClientInfo {
+	uint32_t id;
+	struct ucred cred;
+	const char *comm;
+	uint64_t connected_usec; /* monotonic */
+	const uint8_t *gids; /* n_gids GIDs, GID_LEN bytes each */
+	uint32_t n_gids;
+	uint32_t queued;   /* frames waiting to be written to it */
+	uint32_t sessions; /* live sessions */
+	uint64_t caps;	   /* extension capabilities granted */
+	bool hello_done;   /* it used the extension handshake */
+	struct rdmacm_mux_client_stats stats;
+} RelayClientInfo;
+
+/* Walk the clients and the sessions, for status output. The info and the
+ * session are valid only during the call. */
+void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),
 			  void *userdata);
 void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Session *s),
 			   void *userdata);
@@ -140,7 +159,7 @@ const UmadPort *relay_port(const Relay *r);
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);
 
-const char *rx_drop_name(RxDrop d);
-const char *tx_reject_name(TxReject d);
+const char *relay_rx_drop_name(RxDrop d);
+const char *relay_tx_reject_name(TxReject d);
 
 #endif /* RDMACM_MUX_RELAY_H */

@@ -11,7 +11,7 @@
 #include "client.h"
 
 typedef struct Pair {
-	Client *c;
+	Client c;
 	int peer;
 } Pair;
 
@@ -20,13 +20,13 @@ static void pair_open(Pair *p)
 	int sv[2];
 
 	g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
-	p->c = client_new(7, sv[0], 16, 16);
+	client_init(&p->c, sv[0], 16, 16);
 	p->peer = sv[1];
 }
 
 static void pair_close(Pair *p)
 {
-	client_free(p->c);
+	client_deinit(&p->c);
 	if (p->peer >= 0)
 		close(p->peer);
 }
@@ -47,26 +47,29 @@ static void test_read_ahead_then_frames(void)
 {
 	Pair p;
 	struct rdmacm_mux_msg m;
+	const struct rdmacm_mux_msg *peeked;
 
 	pair_open(&p);
 	send_frames(p.peer, 100, 3);
-	g_assert_cmpint(client_fill_input(p.c), ==, 0);
-	g_assert_true(p.c->input_fresh);
-	g_assert_cmpuint(p.c->in_len, ==, 3 * sizeof(m));
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_true(client_take_refill(&p.c));
+	g_assert_cmpuint(client_peek_frames(&p.c, &peeked), ==, 3);
+	g_assert_cmpuint(peeked[2].hdr.op_code, ==, 102);
 	/* a second fill with whole frames buffered reads nothing */
 	send_frames(p.peer, 103, 1);
-	g_assert_cmpint(client_fill_input(p.c), ==, 0);
-	g_assert_cmpuint(p.c->in_len, ==, 3 * sizeof(m));
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_false(client_take_refill(&p.c));
+	g_assert_cmpuint(client_peek_frames(&p.c, &peeked), ==, 3);
 	for (uint32_t op = 100; op < 103; op++) {
-		g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+		g_assert_cmpint(client_read_frame(&p.c, &m), ==, 1);
 		g_assert_cmpuint(m.hdr.op_code, ==, op);
 	}
 	/* the read ahead came back short: the batch ends here ... */
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 0);
 	/* ... and the next one reads the frame that came since */
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 1);
 	g_assert_cmpuint(m.hdr.op_code, ==, 103);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 0);
 	pair_close(&p);
 }
 
@@ -79,17 +82,17 @@ static void test_end_after_buffered_frames(void)
 	send_frames(p.peer, 1, 2);
 	close(p.peer);
 	p.peer = -1;
-	g_assert_cmpint(client_fill_input(p.c), ==, 0);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 1);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 1);
 	g_assert_cmpuint(m.hdr.op_code, ==, 2);
 	/* the short read ended one batch; the next finds the end */
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
-	g_assert_false(client_has_partial_input(p.c));
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, -EPIPE);
+	g_assert_false(client_has_partial_input(&p.c));
 	/* and keeps reporting it */
-	g_assert_cmpint(client_fill_input(p.c), ==, -EPIPE);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
+	g_assert_cmpint(client_fill_input(&p.c), ==, -EPIPE);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, -EPIPE);
 	pair_close(&p);
 }
 
@@ -105,10 +108,10 @@ static void test_cut_frame_at_end(void)
 	g_assert_cmpint(write(p.peer, half, sizeof(half)), ==, (ssize_t)sizeof(half));
 	close(p.peer);
 	p.peer = -1;
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 1);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, 0);
-	g_assert_cmpint(client_read_frame(p.c, &m), ==, -EPIPE);
-	g_assert_true(client_has_partial_input(p.c));
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 1);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, 0);
+	g_assert_cmpint(client_read_frame(&p.c, &m), ==, -EPIPE);
+	g_assert_true(client_has_partial_input(&p.c));
 	pair_close(&p);
 }
 
@@ -125,14 +128,14 @@ static void test_frame_in_pieces(void)
 	for (size_t off = 0; off < sizeof(m); off += 100) {
 		size_t n = MIN((size_t)100, sizeof(m) - off);
 
-		g_assert_cmpint(client_fill_input(p.c), ==, 0);
-		g_assert_false(p.c->input_fresh);
-		g_assert_cmpint(client_read_frame(p.c, &out), ==, 0);
+		g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+		g_assert_false(client_take_refill(&p.c));
+		g_assert_cmpint(client_read_frame(&p.c, &out), ==, 0);
 		g_assert_cmpint(write(p.peer, bytes + off, n), ==, (ssize_t)n);
 	}
-	g_assert_cmpint(client_fill_input(p.c), ==, 0);
-	g_assert_true(p.c->input_fresh);
-	g_assert_cmpint(client_read_frame(p.c, &out), ==, 1);
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_true(client_take_refill(&p.c));
+	g_assert_cmpint(client_read_frame(&p.c, &out), ==, 1);
 	g_assert_cmpuint(out.hdr.op_code, ==, 42);
 	pair_close(&p);
 }

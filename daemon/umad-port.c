@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns the libibumad calls: open, register, send, receive, close. */
+/* Owns the libibumad calls: open, register, send, receive, close. The only
+ * unit that includes <infiniband/umad.h> (the build enforces it). */
 #include "umad-port.h"
 
 #include <fcntl.h>
 #include <infiniband/umad.h>
 #include <stdio.h>
-#include <sys/eventfd.h>
 #include <string.h>
 
+#include "cm-codec.h"
 #include "log.h"
 #include "util.h"
 
@@ -24,10 +25,7 @@ _Static_assert(offsetof(ib_mad_addr_t, pkey_index) ==
 		       offsetof(struct rdmacm_mux_mad_addr, pkey_index),
 	       "pkey_index");
 
-#define CM_CLASS 0x07
-#define CM_CLASS_VERSION 2
-
-static int read_port_info(UmadPort *p)
+static int umad_port_read_info(UmadPort *p)
 {
 	umad_port_t info;
 	int r;
@@ -57,7 +55,7 @@ int umad_port_open(const char *dev, int port, UmadPort **ret)
 		log_error("cannot initialise libibumad");
 		return -EIO;
 	}
-	r = read_port_info(p);
+	r = umad_port_read_info(p);
 	if (r < 0) {
 		log_error("there is no RDMA device %s with a port %d; check the name "
 			  "with 'rdma link' or 'ibv_devices'", dev, port);
@@ -88,7 +86,7 @@ int umad_port_open(const char *dev, int port, UmadPort **ret)
 	(void)fcntl(p->fd, F_SETFD, FD_CLOEXEC);
 
 	errno = 0;
-	p->agent_id = umad_register(p->fd, CM_CLASS, CM_CLASS_VERSION, 0, method_mask);
+	p->agent_id = umad_register(p->fd, CM_MGMT_CLASS, CM_CLASS_VERSION, 0, method_mask);
 	if (p->agent_id < 0) {
 		/* libibumad flattens every failure to -EPERM; errno has the
 		 * kernel's reason, and EINVAL means "method already in use". */
@@ -105,29 +103,6 @@ int umad_port_open(const char *dev, int port, UmadPort **ret)
 		return -(e ? e : EPERM);
 	}
 
-	*ret = g_steal_pointer(&p);
-	return 0;
-}
-
-int umad_port_new_fake(const char *dev, int port, bool roce,
-		       int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
-		       void *userdata, UmadPort **ret)
-{
-	g_autoptr(UmadPort) p = g_new0(UmadPort, 1);
-	int r;
-
-	p->dev = g_strdup(dev);
-	p->port = port;
-	p->roce = roce;
-	p->agent_id = 0;
-	p->fake_send = send;
-	p->fake_userdata = userdata;
-	p->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->fd < 0)
-		return -errno;
-	r = gid_table_open(dev, port, &p->gids);
-	if (r < 0)
-		return r;
 	*ret = g_steal_pointer(&p);
 	return 0;
 }

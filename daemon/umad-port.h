@@ -50,9 +50,10 @@ int umad_port_open(const char *dev, int port, UmadPort **ret);
 void umad_port_close(UmadPort *p);
 
 /**
- * umad_port_new_fake() - a port with no device, for in-process drivers.
- * The GID table is read from sysfs as usual (SYSFS_PATH); the fd is an
- * eventfd that never becomes readable; sends go to @send.
+ * umad_port_new_fake() - a port with no device, for in-process drivers
+ * (umad-port-fake.c: tests and fuzzers only). The GID table is read from
+ * sysfs as usual (SYSFS_PATH); the fd is an eventfd that never becomes
+ * readable; sends go to @send.
  */
 int umad_port_new_fake(const char *dev, int port, bool roce,
 		       int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),

@@ -1,0 +1,23 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Usage: check-no-test-seams.sh NM BINARY
+# Fails when the daemon binary defines a symbol of the test seams (the
+# relay driver, the invariant checks, the fake umad port), and when nm
+# cannot see the daemon's own symbols (a stripped binary proves nothing).
+set -eu
+nm_bin=$1
+binary=$2
+symbols=$("$nm_bin" --defined-only "$binary")
+if ! printf '%s\n' "$symbols" | grep -qw relay_new; then
+	echo "cannot see the daemon's symbols in $binary (stripped?)" >&2
+	exit 1
+fi
+seams=$(printf '%s\n' "$symbols" | awk '{ print $NF }' |
+	grep -E '^(relay_driver_|relay_check_invariants$|session_table_check$|umad_port_new_fake$)' || true)
+if [ -n "$seams" ]; then
+	echo "test seams in the daemon binary $binary:" >&2
+	printf '  %s\n' $seams >&2
+	exit 1
+fi
+echo "no test seams in $binary"

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the relay's test seam (relay-driver.h): an in-process driver with
+ * virtual clients, injected wire MADs and a caller-set clock, and the
+ * invariant checks. Linked into unit tests and fuzzers only, never into
+ * the daemon.
+ */
+#include "relay-driver.h"
+
+#include <string.h>
+
+#include "relay-internal.h"
+#include "util.h"
+
+void relay_driver_set_time(Relay *r, uint64_t now)
+{
+	r->driver_now = now ? now : 1;
+}
+
+void relay_driver_seed_wire_ids(Relay *r, uint32_t seed)
+{
+	session_table_seed_wire_ids(r->sessions, seed, seed * 2654435761u);
+}
+
+uint32_t relay_driver_add_client(Relay *r)
+{
+	RelayClient *c = relay_client_create(r, -1);
+
+	return c ? c->id : 0;
+}
+
+bool relay_driver_has_client(const Relay *r, uint32_t client_id)
+{
+	return g_hash_table_contains(r->clients, GUINT_TO_POINTER(client_id));
+}
+
+bool relay_driver_client_paused(Relay *r, uint32_t client_id)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+
+	return c && c->reading_paused;
+}
+
+void relay_driver_remove_client(Relay *r, uint32_t client_id)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+
+	if (c)
+		relay_drop_client(r, c, "removed by the driver");
+}
+
+int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_msg *m)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+	struct rdmacm_mux_msg copy = *m;
+
+	if (!c)
+		return -ENOENT;
+	(void)relay_handle_request(r, c, &copy, 0);
+	relay_flush_dirty(r);
+	return 0;
+}
+
+void relay_driver_wire_mad(Relay *r, const UmadBuffer *buf, size_t mad_len)
+{
+	UmadBuffer copy = *buf;
+
+	if (mad_len > RDMACM_MUX_MAD_SIZE)
+		mad_len = RDMACM_MUX_MAD_SIZE;
+	relay_rx_deliver(r, &copy, mad_len);
+	relay_flush_dirty(r);
+}
+
+unsigned relay_driver_drain(Relay *r, uint32_t client_id,
+			    void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
+			    void *userdata)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+	unsigned n;
+
+	if (!c)
+		return 0;
+	n = client_drain(&c->conn, fn, userdata);
+	if (c->reading_paused && !client_responses_full(&c->conn))
+		c->reading_paused = false;
+	return n;
+}
+
+unsigned relay_driver_run_timers(Relay *r)
+{
+	return relay_expire_sessions(r);
+}
+
+typedef struct RelayInvariantCheck {
+	Relay *r;
+	GHashTable *wire_ids;
+	GHashTable *per_client;
+	const char *violation;
+} RelayInvariantCheck;
+
+static void relay_driver_check_session(void *userdata, const Session *s)
+{
+	RelayInvariantCheck *k = userdata;
+	RelayClient *c = g_hash_table_lookup(k->r->clients, GUINT_TO_POINTER(s->client_id));
+	guint n;
+
+	if (k->violation)
+		return;
+	if (!c) {
+		k->violation = "a session has no live owner";
+		return;
+	}
+	if (s->wire_id) {
+		if (g_hash_table_contains(k->wire_ids, GUINT_TO_POINTER(s->wire_id))) {
+			k->violation = "a wire id is mapped twice";
+			return;
+		}
+		g_hash_table_add(k->wire_ids, GUINT_TO_POINTER(s->wire_id));
+		if (session_table_lookup_wire_id(k->r->sessions, s->wire_id) == 0) {
+			k->violation = "a session's wire id does not find it";
+			return;
+		}
+	}
+	if (s->client_comm_id &&
+	    !session_table_lookup_client_comm_id(k->r->sessions, s->client_id, s->client_comm_id)) {
+		k->violation = "a session's client comm id does not find it";
+		return;
+	}
+	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT) {
+		k->violation = "a session has a bad state or timer";
+		return;
+	}
+	n = GPOINTER_TO_UINT(g_hash_table_lookup(k->per_client, GUINT_TO_POINTER(s->client_id)));
+	g_hash_table_insert(k->per_client, GUINT_TO_POINTER(s->client_id), GUINT_TO_POINTER(n + 1));
+}
+
+const char *relay_check_invariants(Relay *r)
+{
+	RelayInvariantCheck k = { .r = r };
+	GHashTableIter it;
+	gpointer key, value;
+	uint64_t sessions_listed = 0;
+
+	k.wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
+	k.per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
+	session_table_foreach(r->sessions, relay_driver_check_session, &k);
+
+	g_hash_table_iter_init(&it, r->clients);
+	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
+		RelayClient *c = value;
+		guint counted = GPOINTER_TO_UINT(g_hash_table_lookup(k.per_client, key));
+
+		if (c->sessions.count != counted)
+			k.violation = "a client's session list disagrees with the table";
+		else if (c->sessions.count > r->cfg.max_sessions)
+			k.violation = "a client is over its session quota";
+		else if (c->n_gids > r->cfg.max_gids)
+			k.violation = "a client is over its GID quota";
+		else if (client_queued_mads(&c->conn) > client_mad_quota(&c->conn))
+			k.violation = "a client's MAD queue is over its quota";
+		for (uint32_t i = 0; !k.violation && i < c->n_gids; i++) {
+			if (g_hash_table_lookup(r->gid_owners, c->gids[i].gid) != c)
+				k.violation = "a client lists a GID it does not own";
+			for (uint32_t j = i + 1; !k.violation && j < c->n_gids; j++)
+				if (gid_equal(c->gids[i].gid, c->gids[j].gid))
+					k.violation = "a client lists a GID twice";
+		}
+		sessions_listed += c->sessions.count;
+	}
+	g_hash_table_iter_init(&it, r->gid_owners);
+	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
+		RelayClient *c = value;
+
+		if (!g_hash_table_contains(r->clients, GUINT_TO_POINTER(c->id)) ||
+		    !relay_client_find_gid(c, key))
+			k.violation = "a GID's owner does not hold it";
+	}
+	if (!k.violation && sessions_listed != session_table_count(r->sessions))
+		k.violation = "the session count disagrees with the client lists";
+	if (!k.violation)
+		k.violation = session_table_check(r->sessions);
+	if (!k.violation && r->counters.sessions_created < session_table_count(r->sessions))
+		k.violation = "more live sessions than were ever created";
+	g_hash_table_unref(k.wire_ids);
+	g_hash_table_unref(k.per_client);
+	return k.violation;
+}

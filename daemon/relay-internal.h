@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the relay's own units share, and nothing else includes: the Relay
+ * itself, the relay's per-client state (RelayClient, which embeds the
+ * client's transport), and the calls between the units:
+ *
+ *   relay.c         life cycle, the client table and its epoll set,
+ *                   request dispatch (REG, UNREG, HELLO, stats), responses,
+ *                   session state changes and timers
+ *   relay-tx.c      client -> wire: checking, remapping and sending MADs
+ *   relay-rx.c      wire -> client: receiving, routing and delivering MADs
+ *   relay-events.c  event sinks, trace lines and counter names
+ *   relay-driver.c  (tests and fuzzers only) the in-process driver and
+ *                   the invariant checks
+ */
+#ifndef RDMACM_MUX_RELAY_INTERNAL_H
+#define RDMACM_MUX_RELAY_INTERNAL_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "client.h"
+#include "relay.h"
+
+#define RELAY_UMAD_BATCH 256  /* inbound MADs per wake-up, for fairness */
+#define RELAY_CLIENT_BATCH 64 /* client frames per wake-up, for fairness */
+#define RELAY_CLIENT_CACHE_SLOTS 256 /* a power of two */
+#define RELAY_CLIENT_EVENTS 64	      /* ready client sockets served per dispatch */
+/* From this many sessions on, a batch warms its lookups first (see
+ * session_table_warm_wire_ids()); below, the table sits in the cache. */
+#define RELAY_WARM_SESSIONS 65536u
+
+/* One GID a client registered, with its cached GID-table index. */
+typedef struct RelayClientGid {
+	uint8_t gid[GID_LEN];
+	int gid_index; /* -1: not in the port's table (yet) */
+	unsigned table_generation;
+} RelayClientGid;
+
+/* A consumer of RelayEvents (relay_add_event_sink()). */
+typedef struct RelayEventSink {
+	RelayEventFn fn;
+	void *userdata;
+} RelayEventSink;
+
+/* A client as the relay sees it: its connection and its protocol state. */
+struct RelayClient {
+	Client conn;
+	uint32_t id; /* unique among live clients; reuse is delayed 2^32 ids */
+	RelayClientGid *gids;
+	uint32_t n_gids;
+	SessionList sessions;
+	uint64_t caps;
+	bool hello_done;
+	bool c1_logged;
+	bool reading_paused;
+	bool dirty; /* on the relay's list of clients to flush */
+	unsigned bad_frames; /* consecutive */
+	struct rdmacm_mux_client_stats stats;
+	/* The sessions the TX warm pass found for the frames buffered when it
+	 * ran, in order; a hint each frame's handler checks before use. */
+	uint32_t tx_hints[CLIENT_INPUT_FRAMES];
+	unsigned n_tx_hints;
+	unsigned next_tx_hint;
+};
+
+/* The keys relay_tx_mad() will look up, collected for one warming pass
+ * (see session_table_warm_client_comm_ids()). */
+typedef struct RelayTxWarmKeys {
+	uint32_t client_ids[RELAY_CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t comm_ids[RELAY_CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t found[RELAY_CLIENT_EVENTS * CLIENT_INPUT_FRAMES];
+	uint32_t *hint[RELAY_CLIENT_EVENTS * CLIENT_INPUT_FRAMES]; /* where found[i] goes */
+	unsigned n;
+} RelayTxWarmKeys;
+
+struct Relay {
+	sd_event *event;
+	UmadPort *port;
+	RelayConfig cfg;
+	SessionTable *sessions;
+	GHashTable *clients;	/* id -> RelayClient* (owned) */
+	GHashTable *gid_owners; /* GID (owned key) -> RelayClient* */
+	sd_event_source *umad_io;
+	/* Client sockets are in an epoll set of ours, itself one event source:
+	 * one sd-event dispatch serves every client that is ready, instead of
+	 * one dispatch (and one epoll_wait) per client and wake-up. */
+	int client_ep;
+	sd_event_source *clients_io;
+	uint32_t *fd_events; /* events registered for each client fd */
+	size_t n_fd_events;
+	UmadBuffer *rx_batch; /* RELAY_UMAD_BATCH received MADs, delivered together */
+	size_t *rx_len;
+	sd_event_source *timer;
+	uint64_t timer_armed_at;
+	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
+	GArray *sinks;	  /* RelayEventSink */
+	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
+	uint64_t dispatch_now; /* sd_event_now() of the dispatch under way, 0 outside */
+	/* id -> client for the per-MAD paths, in front of @clients: slot id % N,
+	 * checked against the id, cleared when the client goes */
+	RelayClient *client_cache[RELAY_CLIENT_CACHE_SLOTS];
+	unsigned recv_errors_in_a_row;
+	uint32_t next_client_id;
+	RelayCounters counters;
+	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
+};
+
+/* ---- relay.c ---- */
+
+/* The loop's notion of now (monotonic usec): one value per dispatch. */
+uint64_t relay_now(const Relay *r);
+/* The live client with @id, or NULL. */
+RelayClient *relay_client_lookup(Relay *r, uint32_t id);
+/**
+ * relay_client_create() - a new client for @fd (taken over; -1 for a
+ * client without a socket), in the table and, with a socket, in the epoll
+ * set. Logs what fails.
+ * Return: the client, or NULL (the fd is closed).
+ */
+RelayClient *relay_client_create(Relay *r, int fd);
+/* Remove a client, its GIDs and its sessions, and say why in the log. */
+void relay_drop_client(Relay *r, RelayClient *c, const char *why);
+/* The GID entry of @c for @gid, or NULL. */
+RelayClientGid *relay_client_find_gid(RelayClient *c, const uint8_t gid[GID_LEN]);
+/* Remember that @c has frames to write at the end of the batch. */
+void relay_mark_dirty(Relay *r, RelayClient *c);
+/* Write what every marked client has queued. */
+void relay_flush_dirty(Relay *r);
+/* (Re)arm the loop's timer for the earliest session deadline. */
+void relay_schedule_timer(Relay *r);
+/**
+ * relay_handle_request() - answer one frame a client sent.
+ * @tx_hint: the session the TX warm pass found for the frame, or 0
+ * Return: false when the client was disconnected (too many bad frames).
+ */
+bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, uint32_t tx_hint);
+/* Create a session of @c, within its quota. Return: the handle, or 0. */
+uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_t now);
+/* Run the session timers up to relay_now(). Return: sessions removed. */
+unsigned relay_expire_sessions(Relay *r);
+/* The state change message @attr makes to session @h, either direction. */
+void relay_session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_t now);
+
+/* ---- relay-tx.c ---- */
+
+/**
+ * relay_tx_mad() - check, remap and send one MAD from @c.
+ * @hint: a session the warm pass found for this frame, or 0
+ * Return: 0, or the negative errno for the client's response.
+ */
+int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint);
+/* Read every ready client's input and warm all their lookups at once. */
+void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n);
+/* Warm the lookups of the frames @c has buffered. */
+void relay_tx_warm_client(Relay *r, RelayClient *c);
+
+/* ---- relay-rx.c ---- */
+
+/* sd-event handler of the umad fd: receive a batch and deliver it. */
+int relay_rx_on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* Route and deliver one received MAD (header as the kernel filled it). */
+void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len);
+
+/* ---- relay-events.c ---- */
+
+/* Hand @ev, about client @c (or NULL), to every sink. */
+void relay_emit(Relay *r, RelayEvent *ev, const RelayClient *c);
+/* A sink that prints one line per event to the FILE @userdata. */
+void relay_text_trace_sink(void *userdata, const RelayEvent *ev);
+
+#endif /* RDMACM_MUX_RELAY_INTERNAL_H */
