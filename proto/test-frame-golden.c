@@ -212,7 +212,7 @@ static void test_mad_request(void)
 	fill_golden_addr(golden);
 	memcpy(golden + GOLD_OFF_MAD, mad, 256);
 	/* The bytes a daemon reads to route and rewrite, at absolute offsets
-	 * (research §3.4: CM payload at 124, comm id at 124..127). */
+	 * (the MAD at 100, so the CM payload at 124, the comm id at 124..127). */
 	g_assert_cmpuint(golden[GOLD_OFF_MAD + 1], ==, 0x07);
 	g_assert_cmpuint(gold_get_be16(golden, GOLD_OFF_MAD + 16), ==, 0x10);
 #if !defined(__i386__)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Test helper: builds and reads rdmacm-mux frames byte by byte from the
- * offset table in DESIGN.md §3 (research: qemu-rdmacm-mux.md §3.4).
+ * wire format's offset table (proto/PROTOCOL.md, as QEMU's rdmacm-mux
+ * laid it out on x86_64).
  *
  * Every offset below is a literal number copied from that table, never
  * offsetof() or sizeof() of our structs: the point is to check the structs

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault soak (issue 8), the orchestrator: two rdmacm-mux daemons on a
+ * Fault soak, the orchestrator: two rdmacm-mux daemons on a
  * simulated two-host fabric that drops, duplicates, delays, reorders and
  * fails sends (seeded), hundreds of clients in forked worker processes
  * doing CM exchanges in a loop with churn, and random SIGKILLs of whole

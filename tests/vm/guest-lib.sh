@@ -4,7 +4,7 @@
 # Helpers and the address plan shared by the guest setup and the scenarios
 # of the VM tests (tests/vm). Sourced with `. /vm/guest-lib.sh`; runs under
 # busybox sh. Call iproute2 by full path: busybox's own `ip` applet wins
-# over PATH and cannot create veth pairs (pitfall P1).
+# over PATH and cannot create veth pairs.
 
 IP=/usr/sbin/ip
 RDMA=/usr/bin/rdma
@@ -47,7 +47,7 @@ vm_sysfs_gid() {
 vm_gid_dir() { echo "/sys/class/infiniband/$1/ports/1/gids"; }
 
 # "index=gid" for each IPv4-mapped GID of DEV port 1. One grep over all
-# entries: a loop of one process per entry costs seconds (pitfall P6).
+# entries: a loop of one process per entry costs seconds.
 vm_gid_list() {
 	grep -H ':ffff:' "$(vm_gid_dir "$1")"/* 2>/dev/null |
 		sed 's|.*/gids/\([0-9]*\):|\1=|' | tr '\n' ' '

@@ -10,7 +10,7 @@ set -eu
 # shellcheck source-path=SCRIPTDIR source=guest-lib.sh
 . /vm/guest-lib.sh
 
-# crc32_generic first: rxe allocates the crc32 shash (pitfall P2).
+# crc32_generic first: rxe allocates the crc32 shash.
 for m in crc32_generic rdma_rxe ib_umad veth; do
 	modprobe "$m"
 done
@@ -18,7 +18,7 @@ done
 	vm_die "ib_umad is not loaded (no /sys/class/infiniband_mad/abi_version)"
 
 # Both veth ends live in one netns and all addresses are local, so the
-# receiving end must accept local sources (pitfall P4). Set "default" before
+# receiving end must accept local sources. Set "default" before
 # the veth pair exists so it inherits, and set the devices explicitly too.
 conf() { echo "$2" >"/proc/sys/net/ipv4/conf/$1/$3"; }
 for i in all default; do
@@ -45,7 +45,7 @@ $IP link set veth1 up
 $IP route add "$VM_NET_EXTRA1" dev veth0
 $IP route add "$VM_NET_EXTRA0" dev veth1
 
-# Pre-seed the neighbours so the first MAD does not wait for ARP (P5).
+# Pre-seed the neighbours so the first MAD does not wait for ARP.
 mac0=$(cat /sys/class/net/veth0/address)
 mac1=$(cat /sys/class/net/veth1/address)
 for a in $VM_IP1 $VM_EXTRA1; do
