@@ -10,12 +10,12 @@
 
 #include "util.h"
 
-#define SESSION_F_IN_WIRE 0x01
-#define SESSION_F_IN_CLIENT 0x02
-#define SESSION_F_IN_PEER 0x04
-#define SESSION_F_LIVE 0x80
-
 #define INITIAL_CAPACITY 1024u
+/* Tombstones sit on a timer list of their own, after the public kinds. */
+#define TIMER_TOMB SESSION_TIMER_COUNT
+#define TIMER_LISTS (SESSION_TIMER_COUNT + 1)
+#define DEFAULT_MAX_TOMBSTONES 65536u
+#define RANDOM_POOL 256
 /*
  * Arrays of this size or more ask for transparent huge pages: a lookup in a
  * table of a million sessions lands on a random page of ~100 MiB, and with
@@ -33,11 +33,21 @@ struct SessionTable {
 	uint32_t *wire_buckets;
 	uint32_t *client_buckets;
 	uint32_t *peer_buckets;
-	uint32_t timer_head[SESSION_TIMER_COUNT];
-	uint32_t timer_tail[SESSION_TIMER_COUNT];
-	uint32_t timeouts_ms[SESSION_TIMER_COUNT];
-	uint32_t wire_counter;
-	uint32_t wire_xor;
+	uint32_t timer_head[TIMER_LISTS];
+	uint32_t timer_tail[TIMER_LISTS];
+	uint32_t timeouts_ms[TIMER_LISTS];
+	uint32_t clock_ms;  /* the latest time a caller passed in, in ticks */
+	uint32_t tombs;	    /* slots holding a tombstone */
+	uint32_t max_tombs;
+	uint32_t half_open; /* SESSION_F_HALF_OPEN sessions */
+	SessionRemovedFn removed;
+	void *removed_userdata;
+	/* Wire ids come from getrandom() in batches, or from a seeded
+	 * sequence in tests (seeded != 0). */
+	uint32_t random_pool[RANDOM_POOL];
+	unsigned random_left;
+	uint64_t seed_state;
+	bool seeded;
 };
 
 static inline uint32_t ms_ticks(uint64_t usec)
@@ -184,6 +194,8 @@ static void reindex_all(SessionTable *t)
 	memset(t->peer_buckets, 0, t->capacity * sizeof(uint32_t));
 	for (uint32_t h = 1; h <= t->used; h++) {
 		Session *s = slot(t, h);
+		if ((s->flags & SESSION_F_TOMB) && (s->flags & SESSION_F_IN_WIRE))
+			index_update(t, h, CHAIN_WIRE, true);
 		if (!(s->flags & SESSION_F_LIVE))
 			continue;
 		if (s->flags & SESSION_F_IN_WIRE)
@@ -267,13 +279,10 @@ SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 
 	if (!t)
 		return NULL;
-	memcpy(t->timeouts_ms, timeouts_ms, sizeof(t->timeouts_ms));
-	/* Like ib_cm: a random XOR hides the counter from the fabric. */
-	if (getrandom(&t->wire_xor, sizeof(t->wire_xor), GRND_NONBLOCK) != sizeof(t->wire_xor))
-		t->wire_xor = (uint32_t)(now_usec() * 2654435761u);
-	if (getrandom(&t->wire_counter, sizeof(t->wire_counter), GRND_NONBLOCK) !=
-	    sizeof(t->wire_counter))
-		t->wire_counter = 1;
+	memcpy(t->timeouts_ms, timeouts_ms, SESSION_TIMER_COUNT * sizeof(uint32_t));
+	/* A dead session's id stays reserved for as long as a closing one. */
+	t->timeouts_ms[TIMER_TOMB] = timeouts_ms[SESSION_TIMER_CLOSING];
+	t->max_tombs = DEFAULT_MAX_TOMBSTONES;
 	if (grow(t) < 0) {
 		session_table_free(t);
 		return NULL;
@@ -313,25 +322,34 @@ static void timer_unlink(SessionTable *t, uint32_t h)
 	s->timer = SESSION_TIMER_NONE;
 }
 
+/* Append @h to the list of timer @kind, due at @deadline_ms. Appending
+ * keeps each list sorted: one duration per kind, and time only grows. */
+static void timer_link(SessionTable *t, uint32_t h, unsigned kind, uint32_t deadline_ms)
+{
+	Session *s = slot(t, h);
+
+	s->timer = (uint8_t)kind;
+	s->deadline_ms = deadline_ms;
+	s->timer_next = 0;
+	s->timer_prev = t->timer_tail[kind];
+	if (s->timer_prev)
+		slot(t, s->timer_prev)->timer_next = h;
+	else
+		t->timer_head[kind] = h;
+	t->timer_tail[kind] = h;
+}
+
 void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint64_t now)
 {
 	Session *s = session_table_get(t, handle);
 
 	if (!s)
 		return;
+	t->clock_ms = ms_ticks(now);
 	timer_unlink(t, handle);
 	if (kind == SESSION_TIMER_NONE || kind >= SESSION_TIMER_COUNT)
 		return;
-	/* Appending keeps each list sorted: same duration, monotonic now. */
-	s->timer = (uint8_t)kind;
-	s->deadline_ms = ms_ticks(now) + t->timeouts_ms[kind];
-	s->timer_next = 0;
-	s->timer_prev = t->timer_tail[kind];
-	if (s->timer_prev)
-		slot(t, s->timer_prev)->timer_next = handle;
-	else
-		t->timer_head[kind] = handle;
-	t->timer_tail[kind] = handle;
+	timer_link(t, handle, kind, t->clock_ms + t->timeouts_ms[kind]);
 }
 
 uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now)
@@ -354,22 +372,53 @@ uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now)
 	return best;
 }
 
+static void slot_release(SessionTable *t, uint32_t h);
+static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint32_t h,
+				      bool keep_tomb);
+
+/* Release the oldest tombstone. */
+static void tomb_release_oldest(SessionTable *t)
+{
+	uint32_t h = t->timer_head[TIMER_TOMB];
+
+	if (!h)
+		return;
+	timer_unlink(t, h);
+	index_update(t, h, CHAIN_WIRE, false);
+	t->tombs--;
+	slot_release(t, h);
+}
+
+/* Release the tombstones whose closing period is over. */
+static void tombs_expire(SessionTable *t, uint32_t now_ms)
+{
+	uint32_t h;
+
+	while ((h = t->timer_head[TIMER_TOMB]) != 0 &&
+	       (int32_t)(slot(t, h)->deadline_ms - now_ms) <= 0)
+		tomb_release_oldest(t);
+}
+
 unsigned session_table_expire(SessionTable *t, uint64_t now, SessionOwnerFn owner_of,
 			      void *userdata)
 {
 	uint32_t now_ms = ms_ticks(now);
 	unsigned n = 0;
 
+	t->clock_ms = now_ms;
 	for (unsigned k = 1; k < SESSION_TIMER_COUNT; k++) {
 		uint32_t h;
 
 		while ((h = t->timer_head[k]) != 0 &&
 		       (int32_t)(slot(t, h)->deadline_ms - now_ms) <= 0) {
 			SessionList *owner = owner_of(userdata, slot(t, h)->client_id);
-			session_table_remove(t, owner, h);
+			/* Its timer ran out: any retransmission for it is long
+			 * over, so its wire id needs no tombstone. */
+			session_table_remove_slot(t, owner, h, false);
 			n++;
 		}
 	}
+	tombs_expire(t, now_ms);
 	return n;
 }
 
@@ -391,8 +440,9 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 	}
 	s = slot(t, h);
 	memset(s, 0, sizeof(*s));
+	t->clock_ms = ms_ticks(now);
 	s->client_id = client_id;
-	s->created_ms = ms_ticks(now);
+	s->created_ms = t->clock_ms;
 	s->state = (uint8_t)state;
 	s->flags = SESSION_F_LIVE;
 	/* Link at the head of the owner's list. */
@@ -405,19 +455,39 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 	return h;
 }
 
-void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle)
+/* Put slot @h on the free list. */
+static void slot_release(SessionTable *t, uint32_t h)
 {
-	Session *s = session_table_get(t, handle);
+	Session *s = slot(t, h);
 
-	if (!s)
-		return;
-	timer_unlink(t, handle);
-	if (s->flags & SESSION_F_IN_WIRE)
-		index_update(t, handle, CHAIN_WIRE, false);
+	memset(s, 0, sizeof(*s));
+	s->next_wire = t->free_head;
+	t->free_head = h;
+}
+
+/*
+ * Take session @h out of every index, its timer and its owner's list, and
+ * scrub it. With @keep_tomb, a session that had a wire id leaves it behind
+ * as a tombstone (only the id, in the wire index) for a closing period.
+ */
+static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint32_t h,
+				      bool keep_tomb)
+{
+	Session *s = slot(t, h);
+	uint32_t wire_id = s->wire_id;
+
+	if (t->removed)
+		t->removed(t->removed_userdata, s);
+	timer_unlink(t, h);
 	if (s->flags & SESSION_F_IN_CLIENT)
-		index_update(t, handle, CHAIN_CLIENT, false);
+		index_update(t, h, CHAIN_CLIENT, false);
 	if (s->flags & SESSION_F_IN_PEER)
-		index_update(t, handle, CHAIN_PEER, false);
+		index_update(t, h, CHAIN_PEER, false);
+	if (s->flags & SESSION_F_HALF_OPEN) {
+		if (owner)
+			owner->half_open--;
+		t->half_open--;
+	}
 	if (owner) {
 		if (s->owner_prev)
 			slot(t, s->owner_prev)->owner_next = s->owner_next;
@@ -427,11 +497,32 @@ void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle)
 			slot(t, s->owner_next)->owner_prev = s->owner_prev;
 		owner->count--;
 	}
-	/* Scrub the slot so nothing of this client survives in it. */
-	memset(s, 0, sizeof(*s));
-	s->next_wire = t->free_head;
-	t->free_head = handle;
 	t->live--;
+	if (!(s->flags & SESSION_F_IN_WIRE)) {
+		slot_release(t, h);
+		return;
+	}
+	if (!keep_tomb || t->max_tombs == 0) {
+		index_update(t, h, CHAIN_WIRE, false);
+		slot_release(t, h);
+		return;
+	}
+	/* Scrub the slot so nothing of this client survives in it; only the
+	 * id stays, filed in the wire index again under the same key. */
+	index_update(t, h, CHAIN_WIRE, false);
+	memset(s, 0, sizeof(*s));
+	s->wire_id = wire_id;
+	s->flags = SESSION_F_IN_WIRE | SESSION_F_TOMB;
+	index_update(t, h, CHAIN_WIRE, true);
+	timer_link(t, h, TIMER_TOMB, t->clock_ms + t->timeouts_ms[TIMER_TOMB]);
+	if (++t->tombs > t->max_tombs)
+		tomb_release_oldest(t);
+}
+
+void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle)
+{
+	if (session_table_get(t, handle))
+		session_table_remove_slot(t, owner, handle, true);
 }
 
 void session_table_remove_all(SessionTable *t, SessionList *owner)
@@ -442,10 +533,55 @@ void session_table_remove_all(SessionTable *t, SessionList *owner)
 
 /* ---- keys ---- */
 
-void session_table_seed_wire_ids(SessionTable *t, uint32_t counter, uint32_t xor_key)
+void session_table_seed_wire_ids(SessionTable *t, uint64_t seed)
 {
-	t->wire_counter = counter;
-	t->wire_xor = xor_key;
+	t->seeded = true;
+	t->seed_state = seed;
+	t->random_left = 0;
+}
+
+/* Fill @buf from the kernel's CSPRNG. getrandom() without GRND_NONBLOCK
+ * blocks only until the pool is first initialised during boot. A daemon
+ * that cannot get random numbers must not hand out guessable ids. */
+static void fill_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			abort();
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* The next candidate wire id: uniformly random, or the seeded sequence. */
+static uint32_t next_random_id(SessionTable *t)
+{
+	if (t->seeded) {
+		t->seed_state += 0x9e3779b97f4a7c15ull;
+		return (uint32_t)(mix64(t->seed_state) >> 32);
+	}
+	if (t->random_left == 0) {
+		fill_random(t->random_pool, sizeof(t->random_pool));
+		t->random_left = RANDOM_POOL;
+	}
+	return t->random_pool[--t->random_left];
+}
+
+/* Whether @wire_id belongs to a live session or a tombstone. */
+static bool wire_id_taken(const SessionTable *t, uint32_t wire_id)
+{
+	uint32_t h = t->wire_buckets[bucket_of(t, hash_wire(wire_id))];
+
+	for (; h; h = slot(t, h)->next_wire)
+		if (slot(t, h)->wire_id == wire_id)
+			return true;
+	return false;
 }
 
 uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
@@ -457,13 +593,55 @@ uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
 		return 0;
 	if (s->flags & SESSION_F_IN_WIRE)
 		return s->wire_id;
+	tombs_expire(t, t->clock_ms);
 	do
-		id = t->wire_counter++ ^ t->wire_xor;
-	while (id == 0 || session_table_lookup_wire_id(t, id) != 0);
+		id = next_random_id(t);
+	while (id == 0 || wire_id_taken(t, id));
 	s->wire_id = id;
 	s->flags |= SESSION_F_IN_WIRE;
 	index_update(t, handle, CHAIN_WIRE, true);
 	return id;
+}
+
+uint32_t session_table_tombstone_count(const SessionTable *t)
+{
+	return t->tombs;
+}
+
+void session_table_set_max_tombstones(SessionTable *t, uint32_t max)
+{
+	t->max_tombs = max;
+	while (t->tombs > t->max_tombs)
+		tomb_release_oldest(t);
+}
+
+void session_table_set_half_open(SessionTable *t, SessionList *owner, uint32_t handle,
+				 bool half_open)
+{
+	Session *s = session_table_get(t, handle);
+
+	if (!s || !!(s->flags & SESSION_F_HALF_OPEN) == half_open)
+		return;
+	if (half_open) {
+		s->flags |= SESSION_F_HALF_OPEN;
+		owner->half_open++;
+		t->half_open++;
+	} else {
+		s->flags &= (uint8_t)~SESSION_F_HALF_OPEN;
+		owner->half_open--;
+		t->half_open--;
+	}
+}
+
+uint32_t session_table_half_open_count(const SessionTable *t)
+{
+	return t->half_open;
+}
+
+void session_table_set_remove_hook(SessionTable *t, SessionRemovedFn fn, void *userdata)
+{
+	t->removed = fn;
+	t->removed_userdata = userdata;
 }
 
 void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id)
@@ -501,9 +679,10 @@ uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id)
 {
 	uint32_t h = t->wire_buckets[bucket_of(t, hash_wire(wire_id))];
 
+	/* Ids are unique among live sessions and tombstones together. */
 	for (; h; h = slot(t, h)->next_wire)
 		if (slot(t, h)->wire_id == wire_id)
-			return h;
+			return (slot(t, h)->flags & SESSION_F_LIVE) ? h : 0;
 	return 0;
 }
 
@@ -621,19 +800,38 @@ int64_t session_timer_left_ms(const Session *s, uint64_t now)
 	return left < 0 ? 0 : left;
 }
 
-const char *session_table_check(const SessionTable *t)
+/* Whether slot @s is filed in index @c: live sessions in the indexes their
+ * flags name, tombstones in the wire index only. */
+static bool slot_indexed_in(const Session *s, SessionChain c)
 {
 	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
-	uint32_t *const buckets[] = { t->wire_buckets, t->client_buckets, t->peer_buckets };
 
+	if (!(s->flags & flag[c]))
+		return false;
+	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
+}
+
+const char *session_table_check(const SessionTable *t)
+{
+	uint32_t *const buckets[] = { t->wire_buckets, t->client_buckets, t->peer_buckets };
+	uint32_t live = 0, tombs = 0, half_open = 0;
+
+	for (uint32_t h = 1; h <= t->used; h++) {
+		const Session *s = slot(t, h);
+
+		live += !!(s->flags & SESSION_F_LIVE);
+		tombs += !!(s->flags & SESSION_F_TOMB);
+		half_open += (s->flags & SESSION_F_LIVE) && (s->flags & SESSION_F_HALF_OPEN);
+		if ((s->flags & SESSION_F_TOMB) && (s->flags & SESSION_F_LIVE))
+			return "a slot is both live and a tombstone";
+	}
+	if (live != t->live || tombs != t->tombs || half_open != t->half_open)
+		return "the table's counts disagree with its slots";
 	for (int c = CHAIN_WIRE; c <= CHAIN_PEER; c++) {
 		uint64_t claimed = 0, found = 0;
 
-		for (uint32_t h = 1; h <= t->used; h++) {
-			const Session *s = slot(t, h);
-			if ((s->flags & SESSION_F_LIVE) && (s->flags & flag[c]))
-				claimed++;
-		}
+		for (uint32_t h = 1; h <= t->used; h++)
+			claimed += slot_indexed_in(slot(t, h), (SessionChain)c);
 		for (uint32_t b = 0; b < t->capacity; b++) {
 			uint64_t steps = 0;
 
@@ -642,7 +840,7 @@ const char *session_table_check(const SessionTable *t)
 
 				if (h > t->used)
 					return "an index chain points past the used slots";
-				if (!(slot(t, h)->flags & SESSION_F_LIVE) || !(slot(t, h)->flags & flag[c]))
+				if (!slot_indexed_in(slot(t, h), (SessionChain)c))
 					return "an index chain holds a session that is not in it";
 				(void)index_of(t, h, (SessionChain)c, &hash);
 				if (bucket_of(t, hash) != b)

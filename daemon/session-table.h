@@ -7,6 +7,12 @@
  * the client's LocalCommID on the wire (the mlx4 SR-IOV scheme), so every
  * client has its own comm id namespace.
  *
+ * Wire ids are drawn at random (getrandom()), never 0 and unique among the
+ * live sessions, so a peer that sees some of them learns nothing about the
+ * others. The id of a session that goes away before its closing period is
+ * over stays reserved as a tombstone for that period (up to a bound), so a
+ * late retransmission for it can never reach a newer session.
+ *
  * Three indexes, all O(1):
  *   wire id                       -> session (RX routing by RemoteCommID)
  *   (client id, client comm id)   -> session (TX: retransmissions, RTU...)
@@ -57,6 +63,15 @@ typedef enum SessionTimer {
 	SESSION_TIMER_COUNT,
 } SessionTimer;
 
+/* Session.flags */
+#define SESSION_F_IN_WIRE 0x01	 /* in the wire id index */
+#define SESSION_F_IN_CLIENT 0x02 /* in the (client, comm id) index */
+#define SESSION_F_IN_PEER 0x04	 /* in the (peer comm id, local GID) index */
+#define SESSION_F_REMOTE 0x08	 /* started by a peer's REQ or SIDR_REQ */
+#define SESSION_F_HALF_OPEN 0x10 /* counted in its owner's half_open */
+#define SESSION_F_TOMB 0x40	 /* a dead session's reserved wire id */
+#define SESSION_F_LIVE 0x80
+
 typedef struct Session {
 	uint32_t wire_id;	 /* 0 until assigned */
 	uint32_t client_comm_id; /* 0 until the client used one */
@@ -71,6 +86,8 @@ typedef struct Session {
 	uint8_t timer;	/* SessionTimer */
 	uint8_t flags;	/* SESSION_F_* */
 	uint8_t reserved;
+	uint16_t peer_lid; /* the peer's LID (no GRH: IB), 0 if unknown */
+	uint16_t reserved2;
 	uint8_t local_gid[GID_LEN]; /* our client's GID in this session */
 	uint8_t peer_gid[GID_LEN];  /* the remote end's GID, zero if unknown */
 } Session;
@@ -79,12 +96,15 @@ typedef struct Session {
 typedef struct SessionList {
 	uint32_t head;
 	uint32_t count;
+	uint32_t half_open; /* sessions with SESSION_F_HALF_OPEN */
 } SessionList;
 
 typedef struct SessionTable SessionTable;
 
 /* Called for every session a timer removes; returns its owner's list. */
 typedef SessionList *(*SessionOwnerFn)(void *userdata, uint32_t client_id);
+/* Called for every live session that goes, however, before it is scrubbed. */
+typedef void (*SessionRemovedFn)(void *userdata, const Session *s);
 
 /**
  * session_table_new() - create an empty table.
@@ -113,12 +133,28 @@ void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle);
 /* Remove all of a client's sessions (the client left). */
 void session_table_remove_all(SessionTable *t, SessionList *owner);
 
-/* Make wire ids reproducible (fuzzers, tests): start the cyclic counter
- * at @counter and XOR with @xor_key instead of random values. */
-void session_table_seed_wire_ids(SessionTable *t, uint32_t counter, uint32_t xor_key);
+/* Make wire ids reproducible (fuzzers, tests): a sequence from @seed
+ * instead of getrandom(). */
+void session_table_seed_wire_ids(SessionTable *t, uint64_t seed);
 
-/* Allocate a fresh wire id (cyclic, random XOR, never 0, never live). */
+/* Give session @handle a fresh wire id (random, never 0, never live and
+ * never a tombstone's), or keep the one it has. Return: the id, or 0. */
 uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle);
+/* Reserved wire ids of sessions gone before their closing period ended. */
+uint32_t session_table_tombstone_count(const SessionTable *t);
+/* At most @max tombstones: past it the oldest is released early. */
+void session_table_set_max_tombstones(SessionTable *t, uint32_t max);
+
+/**
+ * session_table_set_half_open() - count session @handle (of @owner) as a
+ * peer-initiated half-open session, or stop counting it.
+ */
+void session_table_set_half_open(SessionTable *t, SessionList *owner, uint32_t handle,
+				 bool half_open);
+/* Half-open sessions of every owner. */
+uint32_t session_table_half_open_count(const SessionTable *t);
+/* Call @fn for every live session that goes (removed or expired). */
+void session_table_set_remove_hook(SessionTable *t, SessionRemovedFn fn, void *userdata);
 void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t comm_id);
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
 			    const uint8_t local_gid[GID_LEN], const uint8_t peer_gid[GID_LEN]);

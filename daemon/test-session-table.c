@@ -185,6 +185,9 @@ static void test_slot_reuse_does_not_leak_state(void)
 	uint32_t w, h2;
 	Session *s;
 
+	/* Without tombstones: a slot is free again as soon as its session goes
+	 * (test_tombstones covers the id's reservation). */
+	session_table_set_max_tombstones(t, 0);
 	session_table_set_client_comm_id(t, h, 77);
 	w = session_table_assign_wire_id(t, h);
 	session_table_set_peer(t, h, 5, gid_a, gid_b);
@@ -200,6 +203,102 @@ static void test_slot_reuse_does_not_leak_state(void)
 	g_assert_cmpuint(session_table_lookup_wire_id(t, w), ==, 0);
 }
 
+/* A session that goes early leaves its wire id reserved for a closing
+ * period: nothing else of it, no live lookup, and no new session gets it. */
+static void test_tombstones(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t h, w, h2, w2;
+
+	session_table_seed_wire_ids(t, 42);
+	h = session_table_add(t, &o.lists[1], 1, SESSION_ESTABLISHED, 10 * SEC);
+	session_table_set_client_comm_id(t, h, 77);
+	w = session_table_assign_wire_id(t, h);
+	session_table_set_peer(t, h, 5, gid_a, gid_b);
+	session_table_remove(t, &o.lists[1], h);
+	g_assert_cmpuint(session_table_count(t), ==, 0);
+	g_assert_cmpuint(session_table_tombstone_count(t), ==, 1);
+	g_assert_cmpuint(session_table_lookup_wire_id(t, w), ==, 0);
+	g_assert_cmpuint(session_table_lookup_client_comm_id(t, 1, 77), ==, 0);
+	g_assert_cmpuint(session_table_lookup_peer(t, 5, gid_a, NULL), ==, 0);
+	g_assert_null(session_table_check(t));
+
+	/* The same sequence again offers the reserved id first: it is skipped. */
+	session_table_seed_wire_ids(t, 42);
+	h2 = session_table_add(t, &o.lists[2], 2, SESSION_REQ_SENT, 11 * SEC);
+	g_assert_cmpuint(h2, !=, h);
+	w2 = session_table_assign_wire_id(t, h2);
+	g_assert_cmpuint(w2, !=, w);
+	g_assert_null(session_table_check(t));
+
+	/* After the closing period (3 s here) the id is free again. */
+	g_assert_cmpuint(session_table_expire(t, 12 * SEC, owner_of, &o), ==, 0);
+	g_assert_cmpuint(session_table_tombstone_count(t), ==, 1);
+	g_assert_cmpuint(session_table_expire(t, 13 * SEC + 1000, owner_of, &o), ==, 0);
+	g_assert_cmpuint(session_table_tombstone_count(t), ==, 0);
+	session_table_remove(t, &o.lists[2], h2);
+	session_table_seed_wire_ids(t, 42);
+	h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 14 * SEC);
+	g_assert_cmpuint(session_table_assign_wire_id(t, h), ==, w);
+	g_assert_null(session_table_check(t));
+
+	/* The reservation is bounded: past the cap the oldest goes early. */
+	session_table_set_max_tombstones(t, 1);
+	g_assert_cmpuint(session_table_tombstone_count(t), ==, 1); /* h2's */
+	session_table_remove(t, &o.lists[1], h);
+	g_assert_cmpuint(session_table_tombstone_count(t), ==, 1);
+	g_assert_null(session_table_check(t));
+}
+
+/* Ids drawn from the kernel's CSPRNG have no structure an observer could
+ * use: 10,000 of them spread over (nearly) all high 16-bit values. */
+static void test_wire_ids_are_random(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	g_autoptr(GHashTable) high = g_hash_table_new(g_direct_hash, g_direct_equal);
+	Owners o = { 0 };
+
+	for (unsigned i = 0; i < 10000; i++) {
+		uint32_t h = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 0);
+		uint32_t w = session_table_assign_wire_id(t, h);
+
+		g_assert_cmpuint(w, !=, 0);
+		g_hash_table_add(high, GUINT_TO_POINTER((w >> 16) + 1));
+	}
+	/* 10,000 draws of 65,536 values give about 9,300 distinct ones; a
+	 * counter, or a counter XOR a key, gives one or two. */
+	g_assert_cmpuint(g_hash_table_size(high), >, 8000);
+	g_assert_null(session_table_check(t));
+}
+
+/* Half-open sessions are counted per owner and in total, and the counts
+ * follow them out, whichever way they go. */
+static void test_half_open_counts(void)
+{
+	g_autoptr(SessionTable) t = session_table_new(timeouts);
+	Owners o = { 0 };
+	uint32_t a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_RCVD, 0);
+	uint32_t b = session_table_add(t, &o.lists[1], 1, SESSION_REQ_RCVD, 0);
+	uint32_t c = session_table_add(t, &o.lists[2], 2, SESSION_REQ_RCVD, 0);
+
+	session_table_set_half_open(t, &o.lists[1], a, true);
+	session_table_set_half_open(t, &o.lists[1], b, true);
+	session_table_set_half_open(t, &o.lists[1], b, true); /* no double count */
+	session_table_set_half_open(t, &o.lists[2], c, true);
+	g_assert_cmpuint(o.lists[1].half_open, ==, 2);
+	g_assert_cmpuint(session_table_half_open_count(t), ==, 3);
+	session_table_set_half_open(t, &o.lists[1], a, false);
+	g_assert_cmpuint(o.lists[1].half_open, ==, 1);
+	session_table_arm(t, c, SESSION_TIMER_HANDSHAKE, 0);
+	g_assert_cmpuint(session_table_expire(t, 2 * SEC, owner_of, &o), ==, 1);
+	g_assert_cmpuint(o.lists[2].half_open, ==, 0);
+	session_table_remove_all(t, &o.lists[1]);
+	g_assert_cmpuint(o.lists[1].half_open, ==, 0);
+	g_assert_cmpuint(session_table_half_open_count(t), ==, 0);
+	g_assert_null(session_table_check(t));
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -210,5 +309,8 @@ int main(int argc, char **argv)
 	g_test_add_func("/session-table/timer-wraparound", test_timers_survive_tick_wraparound);
 	g_test_add_func("/session-table/growth", test_growth_keeps_every_key);
 	g_test_add_func("/session-table/slot-reuse", test_slot_reuse_does_not_leak_state);
+	g_test_add_func("/session-table/tombstones", test_tombstones);
+	g_test_add_func("/session-table/random-wire-ids", test_wire_ids_are_random);
+	g_test_add_func("/session-table/half-open-counts", test_half_open_counts);
 	return g_test_run();
 }
