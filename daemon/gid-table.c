@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns reading a port's GID table from sysfs and looking GIDs up in it. */
+/* Owns reading a port's GID table from sysfs, looking GIDs up in it, and
+ * re-reading the entries the relay is about to act on (gid-table.h). */
 #include "gid-table.h"
 
 #include <dirent.h>
@@ -12,6 +13,7 @@
 
 typedef struct GidEntry {
 	uint8_t raw[GID_LEN];
+	uint64_t verified_epoch; /* the caller's epoch in which it was last read */
 } GidEntry;
 
 struct GidTable {
@@ -21,6 +23,7 @@ struct GidTable {
 	uint8_t *types;
 	GHashTable *by_gid; /* GID key (points into gids) -> index + 1 */
 	uint64_t last_reload;
+	uint64_t epoch; /* the latest epoch a caller named */
 	unsigned generation;
 };
 
@@ -73,6 +76,8 @@ int gid_table_reload(GidTable *t)
 	closedir(d);
 
 	gids = g_new0(GidEntry, size ? size : 1);
+	for (unsigned k = 0; k < size; k++)
+		gids[k].verified_epoch = t->epoch;
 	types = g_new0(uint8_t, size ? size : 1);
 	by_gid = g_hash_table_new(gid_hash, gid_hash_equal);
 	for (unsigned k = 0; k < size; k++) {
@@ -106,9 +111,13 @@ int gid_table_reload(GidTable *t)
 	/* Any change to what gid_table_find() answers (an entry, or the type
 	 * that decides between two entries) is a new generation: callers
 	 * cache indexes by it. */
-	if (size != t->size || memcmp(gids, t->gids, (size_t)size * GID_LEN) != 0 ||
-	    (size && memcmp(types, t->types, size) != 0))
+	if (size != t->size || (size && memcmp(types, t->types, size) != 0))
 		t->generation++;
+	for (unsigned k = 0; k < size && k < t->size; k++)
+		if (!gid_equal(gids[k].raw, t->gids[k].raw)) {
+			t->generation++;
+			break;
+		}
 	g_free(t->gids);
 	g_free(t->types);
 	if (t->by_gid)
@@ -161,13 +170,48 @@ int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN])
 	return v ? (int)GPOINTER_TO_UINT(v) - 1 : -ENOENT;
 }
 
-const uint8_t *gid_table_get(GidTable *t, unsigned index)
+/*
+ * Make entry @index current for @epoch: re-read its sysfs file unless that
+ * was done in this epoch already; when it changed, re-read the whole table
+ * (an address that moved changes more than one entry, and the index
+ * lookup must follow).
+ */
+static void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
 {
-	if ((index >= t->size || gid_is_zero(t->gids[index].raw)) && may_reload(t))
-		(void)gid_table_reload(t);
+	char path[4096], text[128];
+	uint8_t now[GID_LEN];
+
+	t->epoch = epoch;
+	if (index >= t->size) {
+		if (may_reload(t))
+			(void)gid_table_reload(t);
+		return;
+	}
+	if (t->gids[index].verified_epoch == epoch)
+		return;
+	snprintf(path, sizeof(path), "%s/gids/%u", t->dir, index);
+	if (read_small_file(path, text, sizeof(text)) < 0 || gid_from_string(text, now) < 0)
+		memset(now, 0, GID_LEN);
+	if (gid_equal(now, t->gids[index].raw)) {
+		t->gids[index].verified_epoch = epoch;
+		return;
+	}
+	(void)gid_table_reload(t);
+}
+
+const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch)
+{
+	gid_table_refresh_entry(t, index, epoch);
 	if (index >= t->size || gid_is_zero(t->gids[index].raw))
 		return NULL;
 	return t->gids[index].raw;
+}
+
+bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], uint64_t epoch)
+{
+	const uint8_t *now = gid_table_get(t, index, epoch);
+
+	return now && gid_equal(now, gid);
 }
 
 bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8)

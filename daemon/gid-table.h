@@ -6,8 +6,13 @@
  * $SYSFS_PATH/class/infiniband/DEV/ports/N/gids/K (and gid_attrs/types/K),
  * as rdma-core's tools do. SYSFS_PATH (default /sys) moves the root; the
  * simulated fabric writes the same tree, so tests run this very code.
- * GIDs come and go with IP addresses, so a lookup that misses re-reads the
- * table (at most once per GID_TABLE_RELOAD_MIN_USEC).
+ *
+ * GIDs come and go with IP addresses, and when one goes another may take
+ * its index at once. So the entries the relay acts on are re-read before
+ * use: once per "epoch", which the caller advances every time its event
+ * loop wakes up (a batch of MADs). A lookup that misses re-reads the whole
+ * table (at most once per GID_TABLE_RELOAD_MIN_USEC), and so does an entry
+ * found changed.
  */
 #ifndef RDMACM_MUX_GID_TABLE_H
 #define RDMACM_MUX_GID_TABLE_H
@@ -46,8 +51,14 @@ int gid_table_reload(GidTable *t);
  */
 int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN]);
 
-/* The GID at @index (re-reading once if empty), or NULL. */
-const uint8_t *gid_table_get(GidTable *t, unsigned index);
+/**
+ * gid_table_get() - the GID at @index now: the entry is re-read from sysfs
+ * unless that was done in @epoch already.
+ * Return: the GID (valid until the next call), or NULL for an empty entry.
+ */
+const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch);
+/* Whether @index holds @gid now (re-read as gid_table_get() does). */
+bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], uint64_t epoch);
 
 /*
  * The umad ABI (and the kernel's address handles) carry a GID index in 8

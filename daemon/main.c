@@ -54,6 +54,10 @@ typedef struct Options {
 	int max_clients;
 	int max_gids;
 	int max_sessions;
+	int max_half_open;
+	int max_half_open_per_peer;
+	int max_total_sessions;
+	int max_total_half_open;
 	int max_queue;
 	int handshake_timeout_ms;
 	int closing_timeout_ms;
@@ -119,7 +123,15 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "max-gids", 0, 0, G_OPTION_ARG_INT, &o->max_gids,
 		  "Most GIDs per client (default 32)", "N" },
 		{ "max-sessions", 0, 0, G_OPTION_ARG_INT, &o->max_sessions,
-		  "Most live CM sessions per client (default 16384)", "N" },
+		  "Most CM sessions a client starts or has established (default 16384)", "N" },
+		{ "max-half-open", 0, 0, G_OPTION_ARG_INT, &o->max_half_open,
+		  "Most peer-started sessions per client not yet established (default 1024)", "N" },
+		{ "max-half-open-per-peer", 0, 0, G_OPTION_ARG_INT, &o->max_half_open_per_peer,
+		  "Most of those one peer GID may hold (default 256)", "N" },
+		{ "max-total-sessions", 0, 0, G_OPTION_ARG_INT, &o->max_total_sessions,
+		  "Most CM sessions of all clients together (default 1048576)", "N" },
+		{ "max-total-half-open", 0, 0, G_OPTION_ARG_INT, &o->max_total_half_open,
+		  "Most peer-started half-open sessions of all clients (default 65536)", "N" },
 		{ "max-queue", 0, 0, G_OPTION_ARG_INT, &o->max_queue,
 		  "Inbound MADs queued per client before drops (default 1024)", "N" },
 		{ "handshake-timeout", 0, 0, G_OPTION_ARG_INT, &o->handshake_timeout_ms,
@@ -147,6 +159,10 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->max_clients = 1024;
 	o->max_gids = 32;
 	o->max_sessions = 16384;
+	o->max_half_open = 1024;
+	o->max_half_open_per_peer = 256;
+	o->max_total_sessions = 1 << 20;
+	o->max_total_half_open = 1 << 16;
 	o->max_queue = 1024;
 	o->handshake_timeout_ms = 120000;
 	o->closing_timeout_ms = 150000;
@@ -181,6 +197,10 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--max-clients", o->max_clients, 1, 1 << 20 },
 		{ "--max-gids", o->max_gids, 1, 4096 },
 		{ "--max-sessions", o->max_sessions, 1, 1 << 24 },
+		{ "--max-half-open", o->max_half_open, 1, 1 << 24 },
+		{ "--max-half-open-per-peer", o->max_half_open_per_peer, 1, 1 << 24 },
+		{ "--max-total-sessions", o->max_total_sessions, 1, 1 << 26 },
+		{ "--max-total-half-open", o->max_total_half_open, 1, 1 << 26 },
 		{ "--max-queue", o->max_queue, 1, 1 << 20 },
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
@@ -558,6 +578,10 @@ static int run(Daemon *d)
 	cfg.max_clients = (uint32_t)d->opt.max_clients;
 	cfg.max_gids = (uint32_t)d->opt.max_gids;
 	cfg.max_sessions = (uint32_t)d->opt.max_sessions;
+	cfg.max_half_open = (uint32_t)d->opt.max_half_open;
+	cfg.max_half_open_per_peer = (uint32_t)d->opt.max_half_open_per_peer;
+	cfg.max_total_sessions = (uint32_t)d->opt.max_total_sessions;
+	cfg.max_total_half_open = (uint32_t)d->opt.max_total_half_open;
 	cfg.max_queued = (uint32_t)d->opt.max_queue;
 	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = (uint32_t)d->opt.closing_timeout_ms;

@@ -15,11 +15,13 @@
 void relay_driver_set_time(Relay *r, uint64_t now)
 {
 	r->driver_now = now ? now : 1;
+	/* A new time is a new turn of the (virtual) loop. */
+	r->gid_epoch++;
 }
 
 void relay_driver_seed_wire_ids(Relay *r, uint32_t seed)
 {
-	session_table_seed_wire_ids(r->sessions, seed, seed * 2654435761u);
+	session_table_seed_wire_ids(r->sessions, seed);
 }
 
 uint32_t relay_driver_add_client(Relay *r)

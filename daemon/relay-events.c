@@ -20,6 +20,10 @@ static const char *const relay_rx_drop_names[RX_DROP_COUNT] = {
 	[RX_DROP_NO_SESSION] = "no-session",
 	[RX_DROP_QUEUE_FULL] = "queue-full",
 	[RX_DROP_SESSION_QUOTA] = "session-quota",
+	[RX_DROP_SPOOFED] = "spoofed",
+	[RX_DROP_BAD_STATE] = "bad-state",
+	[RX_DROP_HALF_OPEN_QUOTA] = "half-open-quota",
+	[RX_DROP_PEER_QUOTA] = "peer-quota",
 };
 
 static const char *const relay_tx_reject_names[TX_REJECT_COUNT] = {
@@ -30,6 +34,7 @@ static const char *const relay_tx_reject_names[TX_REJECT_COUNT] = {
 	[TX_REJECT_FOREIGN_SGID] = "foreign-sgid",
 	[TX_REJECT_NO_SESSION] = "no-session",
 	[TX_REJECT_HIJACK] = "hijack",
+	[TX_REJECT_SPOOFED] = "spoofed",
 	[TX_REJECT_SESSION_QUOTA] = "session-quota",
 	[TX_REJECT_NO_DESTINATION] = "no-destination",
 	[TX_REJECT_NO_PORT_GID] = "no-port-gid",

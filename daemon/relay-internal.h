@@ -105,6 +105,12 @@ struct Relay {
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
+	/* Peer-started half-open sessions per (client, peer): RelayPeerKey ->
+	 * count, for each peer's fair share of a client's budget. */
+	GHashTable *half_open_peers;
+	/* Advanced at every wake-up of the loop: the GID-table entries the
+	 * relay acts on are re-read once per epoch (gid-table.h). */
+	uint64_t gid_epoch;
 	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
 };
 
@@ -137,8 +143,20 @@ void relay_schedule_timer(Relay *r);
  * Return: false when the client was disconnected (too many bad frames).
  */
 bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, uint32_t tx_hint);
-/* Create a session of @c, within its quota. Return: the handle, or 0. */
+/* Create a session @c starts, within its own budget and the daemon's.
+ * Return: the handle, or 0. */
 uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_t now);
+/**
+ * relay_session_check_remote() - whether a peer (@peer_gid, or @peer_lid
+ * without a GRH) may start one more session with @c.
+ * Return: RX_DROP_COUNT when it may, else the reason it may not.
+ */
+RxDrop relay_session_check_remote(Relay *r, const RelayClient *c, const uint8_t *peer_gid,
+				  uint16_t peer_lid);
+/* Create a session a peer starts (counted half-open until established);
+ * relay_session_check_remote() said yes. Return: the handle, or 0. */
+uint32_t relay_session_new_remote(Relay *r, RelayClient *c, SessionState state,
+				  const uint8_t *peer_gid, uint16_t peer_lid, uint64_t now);
 /* Run the session timers up to relay_now(). Return: sessions removed. */
 unsigned relay_expire_sessions(Relay *r);
 /* The state change message @attr makes to session @h, either direction. */

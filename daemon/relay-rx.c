@@ -15,9 +15,11 @@
  *                         LocalCommID and GID, remembered from its REQ
  *   SIDR_REP              by RequestID (a wire id)
  */
+#include <arpa/inet.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "cm-match.h"
 #include "log.h"
 #include "relay-internal.h"
 #include "util.h"
@@ -37,14 +39,19 @@ typedef struct RelayRxRoute {
 	RxDrop drop;
 	uint32_t wire_id;
 	uint32_t client_comm_id;
+	/* A peer's new REQ or SIDR_REQ: its session is made once the MAD is
+	 * queued to the client, never for one that is dropped. */
+	bool create;
+	SessionState create_state;
+	uint32_t peer_id;
 } RelayRxRoute;
 
 /*
- * The local GID a MAD was addressed to, as far as the header tells.
- * @hint is a GID the message itself names as its destination (a REQ's
- * RemotePortGID, a SIDR_REQ's cma_hdr address), or NULL: the kernel
- * reports the index in 8 bits, so in a table of more than 256 entries
- * the entry at that index may be another one with the same low bits.
+ * The local GID a MAD was addressed to, as far as the header tells, re-read
+ * from the GID table for this epoch. @hint is a GID the caller expects
+ * there (the session's, or the one a REQ names), or NULL: the kernel
+ * reports the index in 8 bits, so in a table of more than 256 entries the
+ * entry at that index may be another one with the same low bits.
  */
 static const uint8_t *relay_rx_local_gid(Relay *r, const UmadBuffer *buf, const uint8_t *hint)
 {
@@ -56,67 +63,130 @@ static const uint8_t *relay_rx_local_gid(Relay *r, const UmadBuffer *buf, const 
 	if (hint && gid_table_size(t) > GID_TABLE_UMAD_INDEXES &&
 	    gid_table_matches_index8(t, hint, index8))
 		return hint;
-	return gid_table_get(t, index8);
+	return gid_table_get(t, index8, r->gid_epoch);
 }
 
-/* REQ and SIDR_REQ: a peer starts a session with one of our clients. */
-static bool relay_rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr,
-			       uint64_t now, RelayRxRoute *rt)
+/* What cm_match_inbound() needs to know of a received MAD. */
+static CmInbound relay_rx_inbound(Relay *r, const UmadBuffer *buf, uint16_t attr,
+				  const Session *s)
 {
-	const uint8_t *peer_gid = buf->hdr.addr.gid;
-	uint8_t fallback[GID_LEN];
+	const uint8_t *mad = buf->mad;
+	bool sidr = attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP;
+	CmInbound in = {
+		.attr = attr,
+		.local_comm_id = sidr ? 0 : cm_get_local_comm_id(mad),
+		.remote_comm_id = sidr ? 0 : cm_get_remote_comm_id(mad),
+		.grh = buf->hdr.addr.grh_present,
+		.sender_gid = buf->hdr.addr.gid,
+		.sender_lid = ntohs(buf->hdr.addr.lid),
+	};
+
+	if (attr == CM_ATTR_REJ) {
+		in.msg_rejected = cm_rej_msg_rejected(mad);
+		in.rej_reason = cm_rej_reason(mad);
+	} else if (attr == CM_ATTR_MRA) {
+		in.msg_mraed = cm_mra_msg_mraed(mad);
+	}
+	if (in.grh)
+		in.arrival_gid = relay_rx_local_gid(r, buf, s->local_gid);
+	return in;
+}
+
+/* Apply the checks; on a refusal say why. Return: the verdict. */
+static CmMatch relay_rx_match(Relay *r, const UmadBuffer *buf, uint16_t attr, const Session *s,
+			      RelayRxRoute *rt)
+{
+	CmInbound in = relay_rx_inbound(r, buf, attr, s);
+	CmMatch m = cm_match_inbound(s, &in);
+
+	if (m == CM_MATCH_SPOOFED)
+		rt->drop = RX_DROP_SPOOFED;
+	else if (m == CM_MATCH_BAD_STATE)
+		rt->drop = RX_DROP_BAD_STATE;
+	return m;
+}
+
+/*
+ * REQ and SIDR_REQ: a peer starts a session with the owner of the local
+ * GID the packet came to (the kernel's gid_index with a GRH). The GIDs the
+ * message names are used only without a GRH (IB, LID routed), and never
+ * override an unowned destination.
+ */
+static bool relay_rx_route_new(Relay *r, UmadBuffer *buf, size_t len, uint16_t attr,
+			       RelayRxRoute *rt)
+{
+	bool grh = buf->hdr.addr.grh_present;
+	const uint8_t *peer_gid = grh ? buf->hdr.addr.gid : NULL;
+	uint16_t peer_lid = grh ? 0 : ntohs(buf->hdr.addr.lid);
+	uint8_t named_gid[GID_LEN];
 	bool sidr = attr == CM_ATTR_SIDR_REQ;
-	bool named = sidr ? cm_cma_dst_gid(buf->mad, len, fallback) == 0 : true;
-	const uint8_t *hint = !named ? NULL : sidr ? fallback : cm_req_remote_gid(buf->mad);
-	const uint8_t *local = relay_rx_local_gid(r, buf, hint);
-	uint32_t peer_id = sidr ? cm_get_sidr_request_id(buf->mad) : cm_get_local_comm_id(buf->mad);
+	const uint8_t *named = sidr ? (cm_cma_dst_gid(buf->mad, len, named_gid) == 0 ? named_gid
+										 : NULL)
+				    : cm_req_remote_gid(buf->mad);
+	const uint8_t *local = grh ? relay_rx_local_gid(r, buf, named) : named;
 	RelayClient *c;
 	Session *s;
 	uint32_t h;
 
-	/* Without a GRH (IB, LID routed) the message names the target. */
-	if (!local || !g_hash_table_contains(r->gid_owners, local))
-		local = hint;
-	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
-	rt->wire_id = peer_id;
+	rt->peer_id = sidr ? cm_get_sidr_request_id(buf->mad) : cm_get_local_comm_id(buf->mad);
+	rt->wire_id = rt->peer_id;
 	if (local) {
-		/* @local may point at @fallback on this stack frame. */
+		/* @local may point at @named_gid on this stack frame. */
 		memcpy(rt->local_gid_copy, local, GID_LEN);
 		rt->local_gid = local = rt->local_gid_copy;
 	}
+	c = local ? g_hash_table_lookup(r->gid_owners, local) : NULL;
 	if (!c) {
 		rt->drop = RX_DROP_NO_OWNER;
 		return false;
 	}
 
-	h = session_table_lookup_peer(r->sessions, peer_id, local,
-				      buf->hdr.addr.grh_present ? peer_gid : NULL);
-	if (!h) {
-		h = relay_session_new(r, c, sidr ? SESSION_SIDR_RCVD : SESSION_REQ_RCVD, now);
-		if (!h) {
-			rt->drop = RX_DROP_SESSION_QUOTA;
-			rt->client = c;
-			return false;
-		}
-		session_table_set_peer(r->sessions, h, peer_id, local,
-				       buf->hdr.addr.grh_present ? peer_gid : NULL);
-	}
-	/* A repeated REQ re-arms the timer of the session it started. */
+	h = session_table_lookup_peer(r->sessions, rt->peer_id, local, peer_gid);
 	s = session_table_get(r->sessions, h);
-	if (!s) {
-		rt->drop = RX_DROP_NO_SESSION;
-		return false;
+	if (s) {
+		/* A repeated REQ: it may only re-arm the session it started. */
+		CmMatch m = relay_rx_match(r, buf, attr, s, rt);
+
+		rt->client = relay_client_lookup(r, s->client_id);
+		if (m == CM_MATCH_SPOOFED || m == CM_MATCH_BAD_STATE)
+			return false;
+		if (m == CM_MATCH_ADVANCE)
+			session_table_arm(r->sessions, h,
+					  sidr ? SESSION_TIMER_SIDR : SESSION_TIMER_HANDSHAKE,
+					  relay_now(r));
+		rt->local_gid = s->local_gid;
+		rt->handle = h;
+		if (!rt->client)
+			rt->drop = RX_DROP_NO_SESSION; /* cannot happen: sessions go with clients */
+		return rt->client != NULL;
 	}
-	if (s->state == SESSION_REQ_RCVD || s->state == SESSION_SIDR_RCVD)
-		session_table_arm(r->sessions, h, sidr ? SESSION_TIMER_SIDR : SESSION_TIMER_HANDSHAKE,
-				  now);
-	c = relay_client_lookup(r, s->client_id);
-	rt->local_gid = s->local_gid;
+
 	rt->client = c;
+	rt->drop = relay_session_check_remote(r, c, peer_gid, peer_lid);
+	if (rt->drop != RX_DROP_COUNT)
+		return false;
+	rt->create = true;
+	rt->create_state = sidr ? SESSION_SIDR_RCVD : SESSION_REQ_RCVD;
+	return true;
+}
+
+/* The session a REQ was queued for, made now that it was delivered. */
+static void relay_rx_create_session(Relay *r, const UmadBuffer *buf, bool sidr, RelayRxRoute *rt,
+				    uint64_t now)
+{
+	bool grh = buf->hdr.addr.grh_present;
+	uint32_t h = relay_session_new_remote(r, rt->client, rt->create_state,
+					      grh ? buf->hdr.addr.gid : NULL,
+					      grh ? 0 : ntohs(buf->hdr.addr.lid), now);
+
+	if (!h) {
+		log_ratelimited(LOG_WARNING, NULL, "out of memory for a session of client %u",
+				rt->client->id);
+		return;
+	}
+	session_table_set_peer(r->sessions, h, rt->peer_id, rt->local_gid, NULL);
+	session_table_arm(r->sessions, h, sidr ? SESSION_TIMER_SIDR : SESSION_TIMER_HANDSHAKE, now);
 	rt->handle = h;
-	if (!c)
-		rt->drop = RX_DROP_NO_SESSION; /* cannot happen: sessions go with clients */
-	return c != NULL;
 }
 
 /* Every other message: it names a session by the wire id we gave it. */
@@ -127,13 +197,14 @@ static bool relay_rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uin
 	bool sidr = attr == CM_ATTR_SIDR_REP;
 	uint32_t wire = sidr ? cm_get_sidr_request_id(mad) : cm_get_remote_comm_id(mad);
 	uint32_t h = 0;
+	CmMatch m;
 	Session *s;
 
 	if (wire != 0) {
 		h = session_table_lookup_wire_id(r->sessions, wire);
 	} else if (attr == CM_ATTR_REJ || attr == CM_ATTR_MRA) {
-		/* REJ(Timeout) or an MRA of a REQ: the sender's own comm id,
-		 * remembered from its REQ, plus who it is. */
+		/* REJ(Timeout) before the peer knew our id: the sender's own
+		 * comm id, remembered from its REQ, plus who it is. */
 		const uint8_t *local = relay_rx_local_gid(r, buf, NULL);
 		if (local)
 			h = session_table_lookup_peer(r->sessions, cm_get_local_comm_id(mad),
@@ -146,13 +217,16 @@ static bool relay_rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uin
 		return false;
 	}
 	rt->client = relay_client_lookup(r, s->client_id);
+	rt->local_gid = s->local_gid;
+	rt->client_comm_id = s->client_comm_id;
+	m = relay_rx_match(r, buf, attr, s, rt);
+	if (m == CM_MATCH_SPOOFED || m == CM_MATCH_BAD_STATE)
+		return false;
 	if (!rt->client) {
 		rt->drop = RX_DROP_NO_SESSION;
 		return false;
 	}
 	rt->handle = h;
-	rt->local_gid = s->local_gid;
-	rt->client_comm_id = s->client_comm_id;
 
 	if (sidr) {
 		cm_set_sidr_request_id(mad, s->client_comm_id);
@@ -165,13 +239,17 @@ static bool relay_rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uin
 	}
 	if (wire != 0)
 		cm_set_remote_comm_id(mad, s->client_comm_id);
-
-	/* Learn the peer's comm id from its REP, so that its REJ(Timeout)
-	 * or MRA without our id can still be matched. */
+	if (m == CM_MATCH_REPEAT)
+		return true;
+	/* The first REP: learn the peer's comm id (an index key, so through
+	 * the table), so that the rest of the session is matched on the pair. */
 	if (attr == CM_ATTR_REP) {
-		/* Through the table: the peer comm id is an index key. */
 		session_table_set_peer(r->sessions, h, cm_get_local_comm_id(mad), s->local_gid,
-				       buf->hdr.addr.grh_present ? buf->hdr.addr.gid : NULL);
+				       buf->hdr.addr.grh_present && gid_is_zero(s->peer_gid)
+					       ? buf->hdr.addr.gid
+					       : NULL);
+		if (!buf->hdr.addr.grh_present && s->peer_lid == 0)
+			s->peer_lid = ntohs(buf->hdr.addr.lid);
 	}
 	relay_session_advance(r, h, attr, true, now);
 	return true;
@@ -210,7 +288,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 
 	now = relay_now(r);
 	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)
-		ok = relay_rx_route_new(r, buf, len, attr, now, &rt);
+		ok = relay_rx_route_new(r, buf, len, attr, &rt);
 	else
 		ok = relay_rx_route_session(r, buf, attr, now, &rt);
 	ev.wire_id = rt.wire_id;
@@ -243,6 +321,8 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		relay_emit(r, &ev, rt.client);
 		return;
 	}
+	if (rt.create)
+		relay_rx_create_session(r, buf, attr == CM_ATTR_SIDR_REQ, &rt, now);
 	r->counters.rx[cm_attr_to_index(attr)]++;
 	rt.client->stats.rx_mads++;
 	relay_mark_dirty(r, rt.client);
@@ -331,6 +411,7 @@ int relay_rx_on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *user
 	(void)fd;
 	(void)revents;
 	r->dispatch_now = relay_now(r);
+	r->gid_epoch++;
 	relay_rx_batch(r);
 	r->dispatch_now = 0;
 	return 0;

@@ -57,6 +57,24 @@ static void relay_tx_dest_from_session(RelayTxContext *t, const Session *s)
 		memcpy(t->dest, s->peer_gid, GID_LEN);
 }
 
+/*
+ * Whether a REQ (SIDR_REQ) with the comm id of session @s is that
+ * session's own, sent again: from the same GID to the same peer, while it
+ * waits for its answer, or after one (a REQ the MAD layer resent while the
+ * REP was on its way, which the peer's CM recognises as a duplicate).
+ */
+static bool relay_tx_is_resent_request(const RelayTxContext *t, const Session *s, bool sidr)
+{
+	if (!gid_equal(s->local_gid, t->sgid))
+		return false;
+	if (!gid_is_zero(t->dest) && !gid_is_zero(s->peer_gid) && !gid_equal(t->dest, s->peer_gid))
+		return false;
+	if (sidr)
+		return s->state == SESSION_SIDR_SENT;
+	return s->state == SESSION_REQ_SENT || s->state == SESSION_REP_RCVD ||
+	       s->state == SESSION_ESTABLISHED;
+}
+
 /* REQ and SIDR_REQ from our client: a session it starts. */
 static int relay_tx_start(Relay *r, RelayTxContext *t, uint64_t now)
 {
@@ -68,12 +86,21 @@ static int relay_tx_start(Relay *r, RelayTxContext *t, uint64_t now)
 	t->client_id_field = sidr ? cm_get_sidr_request_id(mad) : cm_get_local_comm_id(mad);
 	if (t->client_id_field == 0)
 		return relay_tx_fail(t, TX_REJECT_MALFORMED, -EINVAL);
+	if (!t->dest_explicit) {
+		/* QEMU puts its own GID in addr.gid: take the destination from
+		 * the message itself. */
+		if (!sidr)
+			memcpy(t->dest, cm_req_remote_gid(mad), GID_LEN);
+		else if (cm_cma_dst_gid(mad, t->len, t->dest) < 0)
+			memset(t->dest, 0, GID_LEN);
+	}
 
 	h = session_table_lookup_client_comm_id(r->sessions, t->client->id, t->client_id_field);
 	s = session_table_get(r->sessions, h);
-	if (s && s->state != (sidr ? SESSION_SIDR_SENT : SESSION_REQ_SENT)) {
-		/* Not a retransmission: the client reuses the id of a finished
-		 * session for a new one. The old one is dead to it. */
+	if (s && !relay_tx_is_resent_request(t, s, sidr)) {
+		/* The client reuses the id of a finished session (or of one
+		 * from another of its GIDs, or to another peer) for a new one.
+		 * The old one is dead to it. */
 		session_table_remove(r->sessions, &t->client->sessions, h);
 		h = 0;
 	}
@@ -88,19 +115,15 @@ static int relay_tx_start(Relay *r, RelayTxContext *t, uint64_t now)
 	s = session_table_get(r->sessions, h);
 	if (!s)
 		return relay_tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
-	if (!t->dest_explicit) {
-		/* QEMU puts its own GID in addr.gid: take the destination from
-		 * the message itself. */
-		if (!sidr)
-			memcpy(t->dest, cm_req_remote_gid(mad), GID_LEN);
-		else if (cm_cma_dst_gid(mad, t->len, t->dest) < 0)
-			memset(t->dest, 0, GID_LEN);
-	}
-	/* A retransmission keeps the GID its session started from. */
-	if (t->created)
+	if (t->created) {
 		memcpy(s->local_gid, t->sgid, GID_LEN);
-	if (!gid_is_zero(t->dest))
 		memcpy(s->peer_gid, t->dest, GID_LEN);
+		/* LID routed (IB without a GRH): the peer is its LID. */
+		if (!r->port->roce && !t->buf->hdr.addr.grh_present)
+			s->peer_lid = ntohs(t->buf->hdr.addr.lid);
+	} else if (gid_is_zero(t->dest)) {
+		relay_tx_dest_from_session(t, s);
+	}
 	t->wire_id = s->wire_id;
 	t->handle = h;
 	if (sidr) {
@@ -154,6 +177,24 @@ static int relay_tx_answer_req(Relay *r, RelayTxContext *t, uint64_t now)
 	return 0;
 }
 
+/*
+ * A client may act only on its own sessions, and only towards their peer:
+ * the RemoteCommID, the destination and the source GID it names must be the
+ * session's. (Before the peer's id is known, only a REJ, with RemoteCommID
+ * 0, has anything to say.) Otherwise a client could aim a DREQ at another
+ * session's wire id through the fabric or its own loopback.
+ */
+static bool relay_tx_names_own_peer(const RelayTxContext *t, const Session *s)
+{
+	uint32_t remote = cm_get_remote_comm_id(t->buf->mad);
+
+	if (remote != s->peer_comm_id && !(t->attr == CM_ATTR_REJ && remote == 0))
+		return false;
+	if (t->dest_explicit && !gid_is_zero(s->peer_gid) && !gid_equal(t->dest, s->peer_gid))
+		return false;
+	return gid_equal(t->sgid, s->local_gid);
+}
+
 /* Every other message of a session our client is part of. */
 static int relay_tx_continue(Relay *r, RelayTxContext *t, uint64_t now)
 {
@@ -174,9 +215,11 @@ static int relay_tx_continue(Relay *r, RelayTxContext *t, uint64_t now)
 	s = session_table_get(r->sessions, h);
 	if (!s)
 		return relay_tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
+	t->wire_id = s->wire_id;
+	if (!relay_tx_names_own_peer(t, s))
+		return relay_tx_fail(t, TX_REJECT_SPOOFED, -EACCES);
 	relay_tx_dest_from_session(t, s);
 	t->handle = h;
-	t->wire_id = s->wire_id;
 	cm_set_local_comm_id(mad, s->wire_id);
 	/* Messages that start an exchange carry the wire id in their TID. */
 	if (t->attr == CM_ATTR_DREQ || t->attr == CM_ATTR_LAP)
@@ -234,6 +277,19 @@ static int relay_tx_route(Relay *r, RelayTxContext *t, uint64_t now)
 	}
 }
 
+/* The index of @gid in the port's table now, or a negative errno. */
+static int relay_tx_find_gid(Relay *r, const uint8_t gid[GID_LEN])
+{
+	int index = gid_table_find(r->port->gids, gid);
+
+	/* The lookup answers from the last reading; a stale answer is
+	 * caught by re-reading the entry, which re-reads the whole table
+	 * when it changed, and then the lookup is current. */
+	if (index >= 0 && !gid_table_holds(r->port->gids, (unsigned)index, gid, r->gid_epoch))
+		index = gid_table_find(r->port->gids, gid);
+	return index;
+}
+
 /* The addressing is the daemon's: QP1, the GSI Q_Key, and on RoCE the GRH
  * with the gid_index of the sender's GID, never the client's values. */
 static int relay_tx_address(Relay *r, RelayTxContext *t, RelayClientGid *cg)
@@ -255,13 +311,15 @@ static int relay_tx_address(Relay *r, RelayTxContext *t, RelayClientGid *cg)
 	}
 	if (gid_is_zero(t->dest))
 		return relay_tx_fail(t, TX_REJECT_NO_DESTINATION, -EDESTADDRREQ);
-	/* The index found last time holds while the table is the same
-	 * (every reload that changes an entry bumps the generation). */
+	/* The index found last time, if the table did not change and the
+	 * entry holds the GID now (re-read once per loop iteration): the
+	 * index of a GID that went may already hold another client's. */
 	generation = gid_table_generation(r->port->gids);
-	if (cg->gid_index >= 0 && cg->table_generation == generation)
+	if (cg->gid_index >= 0 && cg->table_generation == generation &&
+	    gid_table_holds(r->port->gids, (unsigned)cg->gid_index, t->sgid, r->gid_epoch))
 		gid_index = cg->gid_index;
 	else
-		gid_index = gid_table_find(r->port->gids, t->sgid);
+		gid_index = relay_tx_find_gid(r, t->sgid);
 	/* An index the umad header cannot carry would be cut to 8 bits and
 	 * send from another client's GID. */
 	if (gid_index < 0 || gid_index >= GID_TABLE_UMAD_INDEXES)

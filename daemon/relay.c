@@ -241,11 +241,73 @@ int relay_add_client(Relay *r, int fd)
 
 /* ---- sessions ---- */
 
+/* Whose share of a client's half-open budget a session uses. */
+typedef struct RelayPeerKey {
+	uint32_t client_id;
+	uint16_t lid;
+	uint16_t zero;
+	uint8_t gid[GID_LEN];
+} RelayPeerKey;
+
+static guint relay_peer_key_hash(gconstpointer p)
+{
+	const RelayPeerKey *k = p;
+
+	return gid_hash(k->gid) ^ (k->client_id * 2654435761u) ^ k->lid;
+}
+
+static gboolean relay_peer_key_equal(gconstpointer a, gconstpointer b)
+{
+	return memcmp(a, b, sizeof(RelayPeerKey)) == 0;
+}
+
+static RelayPeerKey relay_peer_key(uint32_t client_id, const uint8_t *peer_gid, uint16_t peer_lid)
+{
+	RelayPeerKey k = { .client_id = client_id };
+
+	if (peer_gid && !gid_is_zero(peer_gid))
+		memcpy(k.gid, peer_gid, GID_LEN);
+	else
+		k.lid = peer_lid;
+	return k;
+}
+
+static unsigned relay_peer_half_open(const Relay *r, const RelayPeerKey *k)
+{
+	return GPOINTER_TO_UINT(g_hash_table_lookup(r->half_open_peers, k));
+}
+
+static void relay_peer_half_open_add(Relay *r, const RelayPeerKey *k, int delta)
+{
+	unsigned n = relay_peer_half_open(r, k) + (unsigned)delta;
+
+	if (n == 0)
+		g_hash_table_remove(r->half_open_peers, k);
+	else /* an existing key stays, the copy is freed */
+		g_hash_table_insert(r->half_open_peers, g_memdup2(k, sizeof(*k)), GUINT_TO_POINTER(n));
+}
+
+/* The session table's removal hook: a half-open session gives its peer's
+ * share back, however it goes. */
+static void relay_session_removed(void *userdata, const Session *s)
+{
+	Relay *r = userdata;
+
+	if (s->flags & SESSION_F_HALF_OPEN) {
+		RelayPeerKey k = relay_peer_key(s->client_id, s->peer_gid, s->peer_lid);
+
+		relay_peer_half_open_add(r, &k, -1);
+	}
+}
+
 uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_t now)
 {
 	uint32_t h;
 
-	if (c->sessions.count >= r->cfg.max_sessions)
+	/* The client's own budget leaves out what peers started with it and
+	 * has not been established yet: a flood of REQs cannot use it up. */
+	if (c->sessions.count - c->sessions.half_open >= r->cfg.max_sessions ||
+	    session_table_count(r->sessions) >= r->cfg.max_total_sessions)
 		return 0;
 	h = session_table_add(r->sessions, &c->sessions, c->id, state, now);
 	if (h) {
@@ -253,6 +315,57 @@ uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_
 		c->stats.sessions = c->sessions.count;
 	}
 	return h;
+}
+
+RxDrop relay_session_check_remote(Relay *r, const RelayClient *c, const uint8_t *peer_gid,
+				  uint16_t peer_lid)
+{
+	RelayPeerKey k = relay_peer_key(c->id, peer_gid, peer_lid);
+
+	if (session_table_count(r->sessions) >= r->cfg.max_total_sessions)
+		return RX_DROP_SESSION_QUOTA;
+	if (c->sessions.half_open >= r->cfg.max_half_open ||
+	    session_table_half_open_count(r->sessions) >= r->cfg.max_total_half_open)
+		return RX_DROP_HALF_OPEN_QUOTA;
+	if (relay_peer_half_open(r, &k) >= r->cfg.max_half_open_per_peer)
+		return RX_DROP_PEER_QUOTA;
+	return RX_DROP_COUNT;
+}
+
+uint32_t relay_session_new_remote(Relay *r, RelayClient *c, SessionState state,
+				  const uint8_t *peer_gid, uint16_t peer_lid, uint64_t now)
+{
+	RelayPeerKey k = relay_peer_key(c->id, peer_gid, peer_lid);
+	uint32_t h = session_table_add(r->sessions, &c->sessions, c->id, state, now);
+	Session *s = session_table_get(r->sessions, h);
+
+	if (!s)
+		return 0;
+	s->flags |= SESSION_F_REMOTE;
+	if (peer_gid)
+		memcpy(s->peer_gid, peer_gid, GID_LEN);
+	s->peer_lid = peer_lid;
+	session_table_set_half_open(r->sessions, &c->sessions, h, true);
+	relay_peer_half_open_add(r, &k, +1);
+	r->counters.sessions_created++;
+	c->stats.sessions = c->sessions.count;
+	return h;
+}
+
+/* A peer-started session that is established leaves the half-open budget. */
+static void relay_session_established(Relay *r, uint32_t h)
+{
+	Session *s = session_table_get(r->sessions, h);
+	RelayClient *c;
+
+	if (!s || !(s->flags & SESSION_F_HALF_OPEN))
+		return;
+	c = relay_client_lookup(r, s->client_id);
+	if (!c)
+		return;
+	RelayPeerKey k = relay_peer_key(s->client_id, s->peer_gid, s->peer_lid);
+	relay_peer_half_open_add(r, &k, -1);
+	session_table_set_half_open(r->sessions, &c->sessions, h, false);
 }
 
 /* Move a session to CLOSING and (re)arm its removal timer. */
@@ -295,6 +408,7 @@ void relay_session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_
 	case CM_ATTR_RTU:
 		s->state = SESSION_ESTABLISHED;
 		session_table_arm(r->sessions, h, SESSION_TIMER_NONE, now);
+		relay_session_established(r, h);
 		break;
 	case CM_ATTR_DREQ:
 	case CM_ATTR_DREP:
@@ -612,6 +726,7 @@ static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, voi
 	(void)revents;
 	n = epoll_wait(r->client_ep, evs, RELAY_CLIENT_EVENTS, 0);
 	r->dispatch_now = relay_now(r);
+	r->gid_epoch++;
 	if (session_table_count(r->sessions) >= RELAY_WARM_SESSIONS)
 		relay_tx_warm_ready(r, evs, n);
 	for (int i = 0; i < n; i++) {
@@ -646,7 +761,17 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	if (r->cfg.max_bad_frames == 0)
 		r->cfg.max_bad_frames = 8;
 	r->next_client_id = 1;
+	if (r->cfg.max_half_open == 0)
+		r->cfg.max_half_open = r->cfg.max_sessions;
+	if (r->cfg.max_half_open_per_peer == 0)
+		r->cfg.max_half_open_per_peer = r->cfg.max_half_open;
+	if (r->cfg.max_total_half_open == 0)
+		r->cfg.max_total_half_open = UINT32_MAX;
+	if (r->cfg.max_total_sessions == 0)
+		r->cfg.max_total_sessions = UINT32_MAX;
 	r->sessions = session_table_new(cfg->timeouts_ms);
+	r->half_open_peers = g_hash_table_new_full(relay_peer_key_hash, relay_peer_key_equal,
+						   g_free, NULL);
 	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, relay_client_free);
 	r->gid_owners = g_hash_table_new_full(gid_hash, gid_hash_equal, g_free, NULL);
 	r->dirty = g_ptr_array_new();
@@ -657,6 +782,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return -ENOMEM;
 	}
+	session_table_set_remove_hook(r->sessions, relay_session_removed, r);
 	r->client_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (r->client_ep < 0) {
 		e = -errno;
@@ -700,7 +826,12 @@ void relay_free(Relay *r)
 		g_ptr_array_free(r->dirty, TRUE);
 	if (r->sinks)
 		g_array_free(r->sinks, TRUE);
+	/* No hook during teardown: the counts go with the relay. */
+	if (r->sessions)
+		session_table_set_remove_hook(r->sessions, NULL, NULL);
 	session_table_free(r->sessions);
+	if (r->half_open_peers)
+		g_hash_table_destroy(r->half_open_peers);
 	umad_port_close(r->port);
 	sd_event_unref(r->event);
 	g_free(r);

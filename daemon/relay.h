@@ -25,7 +25,11 @@
 typedef struct RelayConfig {
 	uint32_t max_clients;
 	uint32_t max_gids;     /* per client */
-	uint32_t max_sessions; /* per client */
+	uint32_t max_sessions; /* per client: sessions it starts or has established */
+	uint32_t max_half_open;	 /* per client: peer-started sessions not yet established */
+	uint32_t max_half_open_per_peer; /* per client and peer GID (or LID) */
+	uint32_t max_total_half_open;	 /* daemon-wide */
+	uint32_t max_total_sessions;	 /* daemon-wide: bounds the table's memory */
 	uint32_t max_queued;   /* per client: inbound MAD frames waiting */
 	uint32_t max_pending;  /* per client: responses waiting before input pauses */
 	uint32_t max_bad_frames; /* consecutive bad frames before disconnect */
@@ -43,7 +47,11 @@ typedef enum RxDrop {
 	RX_DROP_NO_OWNER,      /* REQ/SIDR_REQ for a GID no client has */
 	RX_DROP_NO_SESSION,    /* a comm id or request id we do not know */
 	RX_DROP_QUEUE_FULL,    /* the client's inbound queue is full */
-	RX_DROP_SESSION_QUOTA, /* a new REQ for a client at its quota */
+	RX_DROP_SESSION_QUOTA, /* a new REQ when the daemon holds all the sessions it may */
+	RX_DROP_SPOOFED,       /* not from the session's peer, ids or local GID */
+	RX_DROP_BAD_STATE,     /* cannot arrive in the session's state */
+	RX_DROP_HALF_OPEN_QUOTA, /* a new REQ past the client's (or daemon's) half-open budget */
+	RX_DROP_PEER_QUOTA,    /* a new REQ past one peer's share of that budget */
 	RX_DROP_COUNT,
 } RxDrop;
 
@@ -56,6 +64,7 @@ typedef enum TxReject {
 	TX_REJECT_FOREIGN_SGID,	  /* sgid not registered by this client */
 	TX_REJECT_NO_SESSION,	  /* comm id unknown in this client's space */
 	TX_REJECT_HIJACK,	  /* answers a session of another client */
+	TX_REJECT_SPOOFED,	  /* names a peer, comm id or GID not its session's */
 	TX_REJECT_SESSION_QUOTA,  /* the client is at its session quota */
 	TX_REJECT_NO_DESTINATION, /* no destination GID could be found */
 	TX_REJECT_NO_PORT_GID,	  /* sgid is not in the port's GID table */

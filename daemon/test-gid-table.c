@@ -66,10 +66,10 @@ static void test_reads_and_prefers_roce_v2(Fixture *f, gconstpointer data)
 	g_assert_cmpint(gid_table_find(t, gid), ==, 2);
 	g_assert_cmpint(gid_from_string("fe80::a", gid), ==, 0);
 	g_assert_cmpint(gid_table_find(t, gid), ==, 0);
-	g_assert_nonnull(gid_table_get(t, 2));
-	g_assert_cmpmem(gid_table_get(t, 1), 16, gid_table_get(t, 2), 16);
-	g_assert_null(gid_table_get(t, 3)); /* an empty entry */
-	g_assert_null(gid_table_get(t, 99));
+	g_assert_nonnull(gid_table_get(t, 2, 1));
+	g_assert_cmpmem(gid_table_get(t, 1, 1), 16, gid_table_get(t, 2, 1), 16);
+	g_assert_null(gid_table_get(t, 3, 1)); /* an empty entry */
+	g_assert_null(gid_table_get(t, 99, 1));
 }
 
 static void test_reloads_on_miss(Fixture *f, gconstpointer data)
@@ -92,6 +92,40 @@ static void test_reloads_on_miss(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(gid_table_generation(t), !=, gen);
 }
 
+/* An address moves: another GID takes the index of one that went. The
+ * entry is re-read once per epoch, so the next epoch sees it, the index
+ * lookup follows, and the old GID is found where it went. */
+static void test_entry_reread_per_epoch(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GidTable) t = NULL;
+	uint8_t x[16], y[16];
+	unsigned gen;
+	(void)data;
+
+	g_assert_cmpint(gid_table_open("simX", 1, &t), ==, 0);
+	g_assert_cmpint(gid_from_string("::ffff:10.0.0.1", x), ==, 0);
+	g_assert_cmpint(gid_from_string("::ffff:10.0.9.9", y), ==, 0);
+	g_assert_true(gid_table_holds(t, 2, x, 1));
+	gen = gid_table_generation(t);
+
+	write_entry(f, 2, "0000:0000:0000:0000:0000:ffff:0a00:0909\n", "RoCE v2\n");
+	write_entry(f, 3, "0000:0000:0000:0000:0000:ffff:0a00:0001\n", "RoCE v2\n");
+	/* Within the epoch the entry was read in, no file is read again. */
+	g_assert_true(gid_table_holds(t, 2, x, 1));
+	/* The next epoch re-reads it: Y now, and the whole table follows. */
+	g_assert_false(gid_table_holds(t, 2, x, 2));
+	g_assert_true(gid_table_holds(t, 2, y, 2));
+	g_assert_cmpmem(gid_table_get(t, 2, 2), 16, y, 16);
+	g_assert_cmpuint(gid_table_generation(t), !=, gen);
+	g_assert_cmpint(gid_table_find(t, y), ==, 2);
+	g_assert_cmpint(gid_table_find(t, x), ==, 3); /* the v2 entry it moved to */
+
+	/* An entry that empties is seen empty in the next epoch. */
+	write_entry(f, 3, "0000:0000:0000:0000:0000:0000:0000:0000\n", NULL);
+	g_assert_nonnull(gid_table_get(t, 3, 2));
+	g_assert_null(gid_table_get(t, 3, 3));
+}
+
 static void test_missing_port(Fixture *f, gconstpointer data)
 {
 	GidTable *t = NULL;
@@ -109,6 +143,8 @@ int main(int argc, char **argv)
 		   fixture_teardown);
 	g_test_add("/gid-table/reload-on-miss", Fixture, NULL, fixture_setup, test_reloads_on_miss,
 		   fixture_teardown);
+	g_test_add("/gid-table/entry-reread-per-epoch", Fixture, NULL, fixture_setup,
+		   test_entry_reread_per_epoch, fixture_teardown);
 	g_test_add("/gid-table/missing-port", Fixture, NULL, fixture_setup, test_missing_port,
 		   fixture_teardown);
 	return g_test_run();

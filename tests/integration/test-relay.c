@@ -163,7 +163,9 @@ static void rejected(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
 }
 
 /* A REQ the active side gives up on: REJ(Timeout) with RemoteCommID 0,
- * after an MRA with RemoteCommID 0 that routes the same way. */
+ * matched by the sender's own comm id and GID. (An MRA the active side
+ * sent before any REP would fit no state; test-fabric-attacks checks that
+ * it is dropped.) */
 static void timed_out(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
 {
 	uint8_t mad[256];
@@ -173,12 +175,6 @@ static void timed_out(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
 	mad_build_req(mad, ida, act->gid, pas->gid, ++f->tid);
 	xfer(f, act, pas, mad, &in);
 	wa = mad_local(in.mad);
-
-	mad_build(mad, CM_MRA, ida, 0, ++f->tid);
-	mad[32] = 2 << 6; /* MessageMRAed: other */
-	xfer(f, act, pas, mad, &in);
-	g_assert_cmpuint(mad_local(in.mad), ==, wa);
-	g_assert_cmpuint(mad_remote(in.mad), ==, 0);
 
 	mad_build(mad, CM_REJ, ida, 0, ++f->tid);
 	mad[32] = 1 << 6; /* MessageRejected: REP (none came) */
