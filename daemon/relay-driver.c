@@ -97,6 +97,8 @@ typedef struct RelayInvariantCheck {
 	Relay *r;
 	GHashTable *wire_ids;
 	GHashTable *per_client;
+	GHashTable *half_open; /* client id -> its half-open sessions */
+	unsigned half_open_total;
 	const char *violation;
 } RelayInvariantCheck;
 
@@ -134,6 +136,16 @@ static void relay_driver_check_session(void *userdata, const Session *s)
 	}
 	n = GPOINTER_TO_UINT(g_hash_table_lookup(k->per_client, GUINT_TO_POINTER(s->client_id)));
 	g_hash_table_insert(k->per_client, GUINT_TO_POINTER(s->client_id), GUINT_TO_POINTER(n + 1));
+	if (s->flags & SESSION_F_HALF_OPEN) {
+		if (!(s->flags & SESSION_F_REMOTE)) {
+			k->violation = "a session the client started counts as half-open";
+			return;
+		}
+		n = GPOINTER_TO_UINT(g_hash_table_lookup(k->half_open, GUINT_TO_POINTER(s->client_id)));
+		g_hash_table_insert(k->half_open, GUINT_TO_POINTER(s->client_id),
+				    GUINT_TO_POINTER(n + 1));
+		k->half_open_total++;
+	}
 }
 
 const char *relay_check_invariants(Relay *r)
@@ -145,6 +157,7 @@ const char *relay_check_invariants(Relay *r)
 
 	k.wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
 	k.per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
+	k.half_open = g_hash_table_new(g_direct_hash, g_direct_equal);
 	session_table_foreach(r->sessions, relay_driver_check_session, &k);
 
 	g_hash_table_iter_init(&it, r->clients);
@@ -154,8 +167,12 @@ const char *relay_check_invariants(Relay *r)
 
 		if (c->sessions.count != counted)
 			k.violation = "a client's session list disagrees with the table";
-		else if (c->sessions.count > r->cfg.max_sessions)
+		else if (c->sessions.count > r->cfg.max_sessions + r->cfg.max_half_open)
 			k.violation = "a client is over its session quota";
+		else if (c->sessions.half_open > r->cfg.max_half_open ||
+			 c->sessions.half_open !=
+				 GPOINTER_TO_UINT(g_hash_table_lookup(k.half_open, key)))
+			k.violation = "a client's half-open count is wrong or over its quota";
 		else if (c->n_gids > r->cfg.max_gids)
 			k.violation = "a client is over its GID quota";
 		else if (client_queued_mads(&c->conn) > client_mad_quota(&c->conn))
@@ -183,7 +200,36 @@ const char *relay_check_invariants(Relay *r)
 		k.violation = session_table_check(r->sessions);
 	if (!k.violation && r->counters.sessions_created < session_table_count(r->sessions))
 		k.violation = "more live sessions than were ever created";
+	if (!k.violation && session_table_count(r->sessions) > r->cfg.max_total_sessions)
+		k.violation = "more live sessions than the daemon-wide cap";
+	if (!k.violation && k.half_open_total > r->cfg.max_total_half_open)
+		k.violation = "more half-open sessions than the daemon-wide cap";
+	/* The peers' shares of each client add up to its half-open count. */
+	if (!k.violation) {
+		g_autoptr(GHashTable) sums = g_hash_table_new(g_direct_hash, g_direct_equal);
+
+		g_hash_table_iter_init(&it, r->half_open_peers);
+		while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
+			uint32_t id;
+			guint n;
+
+			memcpy(&id, key, sizeof(id)); /* RelayPeerKey starts with it */
+			if (GPOINTER_TO_UINT(value) > r->cfg.max_half_open_per_peer)
+				k.violation = "a peer holds more than its share of half-open sessions";
+			n = GPOINTER_TO_UINT(g_hash_table_lookup(sums, GUINT_TO_POINTER(id)));
+			g_hash_table_insert(sums, GUINT_TO_POINTER(id),
+					    GUINT_TO_POINTER(n + GPOINTER_TO_UINT(value)));
+		}
+		g_hash_table_iter_init(&it, r->clients);
+		while (!k.violation && g_hash_table_iter_next(&it, &key, &value))
+			if (((RelayClient *)value)->sessions.half_open !=
+			    GPOINTER_TO_UINT(g_hash_table_lookup(sums, key)))
+				k.violation = "the peers' shares disagree with a client's half-open count";
+		if (!k.violation && g_hash_table_size(sums) > g_hash_table_size(r->clients))
+			k.violation = "a peer's share belongs to no client";
+	}
 	g_hash_table_unref(k.wire_ids);
 	g_hash_table_unref(k.per_client);
+	g_hash_table_unref(k.half_open);
 	return k.violation;
 }

@@ -324,7 +324,10 @@ RxDrop relay_session_check_remote(Relay *r, const RelayClient *c, const uint8_t 
 
 	if (session_table_count(r->sessions) >= r->cfg.max_total_sessions)
 		return RX_DROP_SESSION_QUOTA;
+	/* Its half-open budget, and room for the session once established:
+	 * a client holds at most max_sessions + max_half_open. */
 	if (c->sessions.half_open >= r->cfg.max_half_open ||
+	    c->sessions.count >= r->cfg.max_sessions + r->cfg.max_half_open ||
 	    session_table_half_open_count(r->sessions) >= r->cfg.max_total_half_open)
 		return RX_DROP_HALF_OPEN_QUOTA;
 	if (relay_peer_half_open(r, &k) >= r->cfg.max_half_open_per_peer)

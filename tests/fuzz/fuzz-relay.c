@@ -20,6 +20,12 @@
  *   10 STATS c                CLIENT_STATS request
  *   11 FAIL n                 the next n%4 sends fail (-EIO)
  *   12 RAWWIRE h len <bytes>  a raw wire MAD of len bytes
+ *   13 FORGE s a v            a hostile host aims attribute a at live
+ *                             session s (by position), with one thing
+ *                             wrong (v % 5): nothing, the sender's
+ *                             LocalCommID, its GID, the local GID it
+ *                             arrives on, or RemoteCommID 0 (found by
+ *                             the peer's id instead)
  *   c: client by position; g, d, p: GID pool index (gid_pool); a: attribute
  *   table; l, r: comm id selectors that reuse ids seen on the wire and by
  *   the clients, so that routing hits live sessions (see pick_id).
@@ -39,7 +45,11 @@
  *     sgid the client owns or owned, a RemoteCommID (SIDR: RequestID) of
  *     the client's own when the wire carried one of ours, zeroed bytes
  *     past umad_len, and the header as the kernel reported it;
- *   - the client limit and bad-frame disconnects happen when they should.
+ *   - the client limit and bad-frame disconnects happen when they should;
+ *   - a wire MAD the relay drops (for any reason but a full queue) leaves
+ *     every session exactly as it was, and a forged one that names the
+ *     wrong sender GID or local GID, or the wrong LocalCommID once the
+ *     peer's is known, is dropped.
  */
 #include <endian.h>
 #include <errno.h>
@@ -60,7 +70,7 @@
 #define INJECTED 256
 
 enum { OP_ADD, OP_REMOVE, OP_REG, OP_UNREG, OP_MAD, OP_WIRE, OP_TIME, OP_DRAIN, OP_RAW,
-       OP_HELLO, OP_STATS, OP_FAIL, OP_RAWWIRE, OP_COUNT };
+       OP_HELLO, OP_STATS, OP_FAIL, OP_RAWWIRE, OP_FORGE, OP_COUNT };
 
 /* 0-3: the port's GIDs; 4: local but not on the port; 5-7: peers; 8: zero. */
 static const uint8_t gid_pool[10][16] = {
@@ -132,6 +142,8 @@ typedef struct Fuzz {
 	Injected inj[INJECTED];
 	unsigned n_inj;
 	MClient *draining;
+	const char *last_drop; /* the latest event's drop reason, or NULL */
+	unsigned events;       /* events seen */
 } Fuzz;
 
 static uint8_t u8(Fuzz *f)
@@ -374,11 +386,13 @@ static int on_send(void *userdata, UmadBuffer *buf, size_t len)
 
 static void on_event(void *userdata, const RelayEvent *ev)
 {
+	Fuzz *f = userdata;
 	char line[512];
 
-	(void)userdata;
 	fuzz_check(ev->mad_len <= 256, "event with mad_len %zu", ev->mad_len);
 	relay_format_event(ev, line, sizeof(line));
+	f->last_drop = ev->drop;
+	f->events++;
 }
 
 static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
@@ -600,6 +614,46 @@ static void step_mad(Fuzz *f, MClient *c)
 	request(f, c, &m, p, false);
 }
 
+/* Every live session, in the table's order (which a dropped MAD cannot
+ * change: it neither makes nor frees a slot). */
+static void collect_session(void *userdata, const Session *s)
+{
+	g_array_append_val((GArray *)userdata, *s);
+}
+
+static GArray *sessions_now(Fuzz *f)
+{
+	GArray *a = g_array_new(FALSE, FALSE, sizeof(Session));
+
+	relay_foreach_session(f->relay, collect_session, a);
+	return a;
+}
+
+/*
+ * A MAD arrives from the wire. Returns the drop reason, or NULL. A MAD the
+ * relay drops must leave every session as it was: no peer, state, id or
+ * timer may change because of a MAD that did not pass (a full queue is
+ * the one exception: the MAD passed, only the client could not take it).
+ */
+static const char *inject(Fuzz *f, Injected *in)
+{
+	g_autoptr(GArray) before = sessions_now(f);
+	g_autoptr(GArray) after = NULL;
+	unsigned events = f->events;
+
+	f->last_drop = NULL;
+	relay_driver_wire_mad(f->relay, &in->buf, in->len);
+	if (f->events == events || !f->last_drop || !strcmp(f->last_drop, "queue-full"))
+		return f->events == events ? "silent" : f->last_drop;
+	after = sessions_now(f);
+	fuzz_check(after->len == before->len &&
+			   (before->len == 0 ||
+			    !memcmp(after->data, before->data, before->len * sizeof(Session))),
+		   "a wire MAD dropped as %s changed the sessions (%u -> %u)", f->last_drop,
+		   before->len, after->len);
+	return f->last_drop;
+}
+
 static void step_wire(Fuzz *f, bool raw)
 {
 	Injected *in = &f->inj[f->n_inj++ % INJECTED];
@@ -632,7 +686,7 @@ static void step_wire(Fuzz *f, bool raw)
 	b->hdr.addr.gid_index = (h >> 1) & 7;
 	b->hdr.length = (uint32_t)(in->len + 64);
 	memcpy(b->hdr.addr.gid, pick_gid(psel), 16);
-	relay_driver_wire_mad(f->relay, b, in->len);
+	inject(f, in);
 }
 
 static void step_raw(Fuzz *f, MClient *c)
@@ -699,6 +753,67 @@ static void step_raw(Fuzz *f, MClient *c)
 	request(f, c, &m, p, bad);
 }
 
+/* The index of @gid in the fake port's table, or -1. */
+static int port_index(const uint8_t gid[16])
+{
+	for (int i = 0; i < FUZZ_PORT_GIDS; i++)
+		if (!memcmp(fuzz_port_gid[i], gid, 16))
+			return i;
+	return -1;
+}
+
+/* FORGE: a hostile host that knows a live session's wire id (it saw it)
+ * aims a message at it, with one thing wrong, or none. */
+static void step_forge(Fuzz *f)
+{
+	g_autoptr(GArray) live = sessions_now(f);
+	uint8_t sel = u8(f), asel = u8(f), what = u8(f) % 5;
+	uint16_t attr = attrs[asel % 11];
+	Injected *in;
+	const Session *s;
+	UmadBuffer *b;
+	const char *drop;
+	int index;
+	bool wrong_sender, wrong_pair;
+
+	if (live->len == 0)
+		return;
+	s = &g_array_index(live, Session, sel % live->len);
+	index = port_index(s->local_gid);
+	if (index < 0 || s->wire_id == 0)
+		return;
+	in = &f->inj[f->n_inj++ % INJECTED];
+	memset(in, 0, sizeof(*in));
+	b = &in->buf;
+	in->len = mad_build(f, b->mad, attr, s->peer_comm_id ^ (what == 1 ? 0x5a5a : 0),
+			    what == 4 ? 0 : s->wire_id, (uint8_t)(asel >> 4 & 7), s->local_gid);
+	if (attr == CM_ATTR_SIDR_REP)
+		put_be32(b->mad + 24, s->wire_id);
+	b->hdr.addr.qpn = htobe32(1);
+	b->hdr.addr.grh_present = 1;
+	b->hdr.addr.gid_index = (uint8_t)(what == 3 ? (index + 1) % FUZZ_PORT_GIDS : index);
+	b->hdr.length = (uint32_t)(in->len + 64);
+	memcpy(b->hdr.addr.gid, gid_is_zero(s->peer_gid) ? gid_pool[5] : s->peer_gid, 16);
+	if (what == 2)
+		b->hdr.addr.gid[15] ^= 0x40;
+	drop = inject(f, in);
+	/* A wrong GID is refused whenever the session knows the right one; a
+	 * wrong LocalCommID once the peer's is known and the message carries
+	 * it (a REJ or MRA of a REQ, and REPs, are matched before it is). */
+	/* (A REQ from another host, or to another GID, is simply a new
+	 * connection, so only session messages count here.) */
+	wrong_sender = attr != CM_ATTR_REQ && attr != CM_ATTR_SIDR_REQ &&
+		       (what == 3 || (what == 2 && !gid_is_zero(s->peer_gid)));
+	wrong_pair = what == 1 && s->peer_comm_id != 0 && attr != CM_ATTR_SIDR_REP &&
+		     attr != CM_ATTR_SIDR_REQ && attr != CM_ATTR_REQ;
+	if (wrong_sender || wrong_pair)
+		fuzz_check(drop && strcmp(drop, "queue-full") != 0,
+			   "a forged %s (%s wrong) at a %s session was %s",
+			   cm_attr_name(attr, (char[16]){ 0 }),
+			   what == 1 ? "LocalCommID" : what == 2 ? "sender GID" : "local GID",
+			   session_state_name((SessionState)s->state), drop ? drop : "delivered");
+}
+
 static void step_hello(Fuzz *f, MClient *c, uint8_t caps)
 {
 	struct rdmacm_mux_msg m = { .hdr.op_code = RDMACM_MUX_OP_CODE_HELLO, .umad_len = 32 };
@@ -731,7 +846,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[OP_COUNT] = {
 		"ADD", "REMOVE", "REG", "UNREG", "MAD", "WIRE", "TIME",
-		"DRAIN", "RAW", "HELLO", "STATS", "FAIL", "RAWWIRE",
+		"DRAIN", "RAW", "HELLO", "STATS", "FAIL", "RAWWIRE", "FORGE",
 	};
 	RelayConfig cfg = {
 		.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS, .max_sessions = MAX_SESSIONS,
@@ -795,6 +910,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case OP_WIRE:
 		case OP_RAWWIRE:
 			step_wire(f, op == OP_RAWWIRE);
+			break;
+		case OP_FORGE:
+			step_forge(f);
 			break;
 		case OP_TIME: {
 			uint8_t t = u8(f);

@@ -103,7 +103,8 @@ write("frames", "bad-lengths",
       + frame(op=3, steer=3))
 
 # ---- relay: programs (see fuzz-relay.c) ----
-ADD, REMOVE, REGS, UNREGS, MADS, WIRE, TIME, DRAIN, RAW, HELLOS, STATSS, FAIL, RAWWIRE = range(13)
+ADD, REMOVE, REGS, UNREGS, MADS, WIRE, TIME, DRAIN, RAW, HELLOS, STATSS, FAIL, RAWWIRE, FORGE = \
+    range(14)
 A = dict(REQ=0, REP=1, RTU=2, DREQ=3, DREP=4, REJ=5, MRA=6, SIDR_REQ=7, SIDR_REP=8, LAP=9, APR=10,
          CPI=13, BOGUS=14)
 # GID pool: 0 fe80::1, 1-3 10.0.1.1-3 (the port), 4 10.0.1.9, 5-7 10.0.2.1-3 (peers), 8 zero
@@ -178,6 +179,12 @@ prog("garbage-disconnect",
      [ADD], [RAW, 0] + list(frame(msg_type=3)), [RAW, 0] + list(frame(op=77)),
      [RAW, 0] + list(frame(op=HELLO, payload=hello(magic=1))), [RAW, 0] + list(frame(op=STATS)),
      [ADD], [RAW, 0] + list(frame(op=REG, sgid=G_LOCAL1)))
+prog("forged-session-mads",
+     [ADD], [REGS, 0, 1], [ADD], [REGS, 1, 2], cmad(0, 1, 5, "REQ", SMALL(0), ZERO),
+     wire("REP", SMALL(1), WIREID(0)), [DRAIN, 0], cmad(0, 1, 5, "RTU", SMALL(0), SEEN(0)),
+     wire("REQ", SMALL(2), ZERO, gid_index=2, peer=6), [DRAIN, 1],
+     *[[FORGE, s, a, v] for s in range(2) for a in (1, 2, 3, 4, 5, 6, 9) for v in range(5)],
+     [DRAIN, 0], [DRAIN, 1], [TIME, 255])
 prog("raw-wire",
      [ADD], [REGS, 0, 1], [RAWWIRE, 0x53, 255] + list(mad("REQ", 9, dest=G_LOCAL1)),
      [RAWWIRE, 0x00, 23] + list(mad("RTU")[:24]), [DRAIN, 0])

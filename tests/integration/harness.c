@@ -45,18 +45,28 @@ void harness_run_sync(char **argv)
 		g_error("%s %s failed: %s\n%s%s", argv[0], argv[1], err->message, out, errout);
 }
 
-Fabric *fabric_new(const char *preset)
+Fabric *fabric_new_args(const char *const *args)
 {
 	Fabric *f = g_new0(Fabric, 1);
-	g_autofree char *fabric = NULL;
+	g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
 
 	f->dir = g_dir_make_tmp("rdmacm-mux-it-XXXXXX", NULL);
 	g_assert_nonnull(f->dir);
-	fabric = g_build_filename(f->dir, "fabric", NULL);
-	char *argv[] = { (char *)harness_env_bin("UMAD_SIM_CLI"), (char *)"create", fabric,
-			 (char *)"--preset", (char *)preset, NULL };
-	harness_run_sync(argv);
+	g_ptr_array_add(argv, g_strdup(harness_env_bin("UMAD_SIM_CLI")));
+	g_ptr_array_add(argv, g_strdup("create"));
+	g_ptr_array_add(argv, g_build_filename(f->dir, "fabric", NULL));
+	for (size_t i = 0; args[i]; i++)
+		g_ptr_array_add(argv, g_strdup(args[i]));
+	g_ptr_array_add(argv, NULL);
+	harness_run_sync((char **)argv->pdata);
 	return f;
+}
+
+Fabric *fabric_new(const char *preset)
+{
+	const char *const args[] = { "--preset", preset, NULL };
+
+	return fabric_new_args(args);
 }
 
 void fabric_cli(Fabric *f, const char *verb, const char *const *args)
@@ -513,4 +523,127 @@ int daemon_client_fd(const Daemon *d, unsigned client_id)
 int daemon_wait_exit(Daemon *d, int timeout_ms)
 {
 	return wait_exit_for(d, timeout_ms);
+}
+
+/* ---- a hostile host ---- */
+
+/* The environment of a program that runs on the simulated fabric. */
+static GStrv harness_fabric_environ(const Fabric *f)
+{
+	g_autofree char *fabric = g_build_filename(f->dir, "fabric", NULL);
+	g_autofree char *sys = g_build_filename(fabric, "sys", NULL);
+	GStrv envp = g_get_environ();
+	const char *pre = g_environ_getenv(envp, "LD_PRELOAD");
+	g_autofree char *preload = pre && *pre
+					   ? g_strdup_printf("%s:%s", pre, harness_env_bin("UMAD_SIM_LIB"))
+					   : g_strdup(harness_env_bin("UMAD_SIM_LIB"));
+
+	envp = g_environ_setenv(envp, "UMAD_SIM_FABRIC", fabric, TRUE);
+	envp = g_environ_setenv(envp, "UMAD_PROBE_SYSFS", sys, TRUE);
+	envp = g_environ_setenv(envp, "LD_PRELOAD", preload, TRUE);
+	return envp;
+}
+
+Forger *forger_start(Fabric *f, const char *ca)
+{
+	g_autoptr(GError) err = NULL;
+	g_auto(GStrv) envp = harness_fabric_environ(f);
+	/* It ends 300 ms after its input, once nothing more comes. */
+	char *argv[] = { (char *)harness_env_bin("UMAD_PROBE_BIN"), (char *)"forge", (char *)ca,
+			 (char *)"300", NULL };
+	Forger *g = g_new0(Forger, 1);
+	gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	int out;
+
+	/* Its output goes to a file, so that a forger that receives a lot
+	 * never waits for the test to read. */
+	g->out_path = g_strdup_printf("%s/forger-%d.out", f->dir, g_random_int_range(0, 1 << 30));
+	out = open(g->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	g_assert_cmpint(out, >=, 0);
+	if (!g_spawn_async_with_pipes_and_fds(NULL, (const char *const *)argv,
+					      (const char *const *)envp, G_SPAWN_DO_NOT_REAP_CHILD,
+					      NULL, NULL, -1, out, -1, NULL, NULL, 0, &g->pid,
+					      &g->in, NULL, NULL, &err))
+		g_error("cannot start umad-probe forge: %s", err->message);
+	close(out);
+	for (;;) {
+		g_autofree char *text = NULL;
+
+		if (g_file_get_contents(g->out_path, &text, NULL, NULL) &&
+		    g_str_has_prefix(text, "listening"))
+			return g;
+		if (g_get_monotonic_time() > end)
+			g_error("umad-probe forge on %s did not start", ca);
+		g_usleep(5000);
+	}
+}
+
+void forger_send(Forger *g, const uint8_t sgid[16], const uint8_t dgid[16], unsigned count,
+		 unsigned step_offset, const uint8_t mad[256])
+{
+	char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
+	GString *line = g_string_new(NULL);
+
+	inet_ntop(AF_INET6, sgid, s, sizeof(s));
+	inet_ntop(AF_INET6, dgid, d, sizeof(d));
+	g_string_append_printf(line, "%s %s %u %u ", s, d, count, step_offset);
+	for (int i = 0; i < 256; i++)
+		g_string_append_printf(line, "%02x", mad[i]);
+	g_string_append_c(line, '\n');
+	for (size_t off = 0; off < line->len;) {
+		ssize_t n = write(g->in, line->str + off, line->len - off);
+
+		g_assert_cmpint(n, >, 0);
+		off += (size_t)n;
+	}
+	g_string_free(line, TRUE);
+}
+
+GArray *forger_finish(Forger *g, unsigned *sent)
+{
+	GArray *rx = g_array_new(FALSE, TRUE, sizeof(ForgedRx));
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	unsigned long ok = 0, failed = 0, received = 0;
+	bool done = false;
+	int status;
+
+	close(g->in);
+	g_assert_cmpint(waitpid(g->pid, &status, 0), ==, g->pid);
+	g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	g_spawn_close_pid(g->pid);
+	g_assert_true(g_file_get_contents(g->out_path, &text, NULL, NULL));
+	lines = g_strsplit(text, "\n", -1);
+	for (char **l = lines; *l; l++) {
+		char gid[64], hex[600];
+		unsigned index;
+		ForgedRx r;
+
+		if (!**l || g_str_has_prefix(*l, "listening"))
+			continue;
+		if (sscanf(*l, "forged %lu %lu %lu", &ok, &failed, &received) == 3) {
+			done = true;
+			continue;
+		}
+		if (sscanf(*l, "mad %63s %u %599s", gid, &index, hex) != 3)
+			g_error("umad-probe forge printed: %s", *l);
+		memset(&r, 0, sizeof(r));
+		gid_parse(gid, r.sender);
+		r.gid_index = index;
+		for (int i = 0; i < 256; i++) {
+			unsigned v;
+
+			g_assert_cmpint(sscanf(hex + 2 * i, "%2x", &v), ==, 1);
+			r.mad[i] = (uint8_t)v;
+		}
+		g_array_append_val(rx, r);
+	}
+	g_assert_true(done);
+	g_assert_cmpuint(received, ==, rx->len);
+	if (sent)
+		*sent = (unsigned)ok;
+	unlink(g->out_path);
+	g_free(g->out_path);
+	g_free(g);
+	return rx;
 }

@@ -57,6 +57,8 @@ bool harness_socket_serves(const char *path);
 
 /* A fabric from `umad-sim create DIR --preset NAME`. */
 Fabric *fabric_new(const char *preset);
+/* A fabric from `umad-sim create DIR ARGS...` (presets, extra CAs). */
+Fabric *fabric_new_args(const char *const *args);
 void fabric_free(Fabric *f);
 /* Run the umad-sim CLI on this fabric: umad-sim VERB DIR ARGS... */
 void fabric_cli(Fabric *f, const char *verb, const char *const *args);
@@ -114,6 +116,36 @@ uint32_t mad_remote(const uint8_t *mad);
 uint16_t mad_attr(const uint8_t *mad);
 uint32_t mad_tid_low(const uint8_t *mad);
 void gid_parse(const char *text, uint8_t gid[16]);
+
+/*
+ * A hostile host on the fabric: `umad-probe forge` on CA @ca (port 1),
+ * the port's one CM agent there, sending whatever MADs it is given and
+ * printing every MAD it receives.
+ */
+typedef struct Forger {
+	GPid pid;
+	int in;		/* its stdin: one line per MAD to send */
+	char *out_path; /* its stdout */
+} Forger;
+
+/* A MAD the forger received. */
+typedef struct ForgedRx {
+	uint8_t sender[16];
+	unsigned gid_index;
+	uint8_t mad[256];
+} ForgedRx;
+
+/* Start a forger on @ca; returns once its agent is registered. */
+Forger *forger_start(Fabric *f, const char *ca);
+/* Send @count copies of @mad from @sgid (a GID of its CA) to @dgid, the
+ * 32-bit field at @step_offset (28: RemoteCommID, 24: LocalCommID) and
+ * the TID counting up from @mad's. */
+void forger_send(Forger *g, const uint8_t sgid[16], const uint8_t dgid[16], unsigned count,
+		 unsigned step_offset, const uint8_t mad[256]);
+/* Stop sending, wait until nothing has come for 300 ms, and return what
+ * it received (ForgedRx, owned by the caller); *@sent counts the sends
+ * that succeeded. The forger is freed. */
+GArray *forger_finish(Forger *g, unsigned *sent);
 
 /* Wait up to @timeout_ms for a daemon to exit on its own (no signal).
  * Return: its exit status (or 128 + signal), or -ETIMEDOUT. */

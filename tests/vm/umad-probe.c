@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +66,14 @@ static void usage(void)
 		"      send one REQ carrying COMM_ID (no agent-side checks)\n"
 		"  %1$s recv DEV TIMEOUT_MS [reply]\n"
 		"      receive one CM MAD, print it; with 'reply', answer with a REP\n"
+		"  %1$s forge DEV IDLE_MS\n"
+		"      a host that sends whatever it is told: register a Send-mask CM\n"
+		"      agent, print 'listening', then send the MADs of each stdin line\n"
+		"      'SGID DGID COUNT OFFSET HEX' (HEX: the 256-byte MAD; COUNT copies,\n"
+		"      the 32-bit field at OFFSET and the TID counting up)\n"
+		"      and print every MAD received as 'mad SENDER_GID GID_INDEX HEX';\n"
+		"      after stdin ends and IDLE_MS pass with nothing received, print\n"
+		"      'forged SENT FAILED RECEIVED' and exit\n"
 		"All ports are port 1 except where PORT is given.\n",
 		prog);
 }
@@ -539,6 +548,125 @@ static int cmd_recv(const char *dev, const char *timeout_s, bool reply)
 	return 0;
 }
 
+/* Parse 512 hex digits into a 256-byte MAD. */
+static bool parse_mad_hex(const char *hex, uint8_t mad[MAD_LEN])
+{
+	if (strlen(hex) != 2 * MAD_LEN)
+		return false;
+	for (int i = 0; i < MAD_LEN; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return false;
+		mad[i] = (uint8_t)v;
+	}
+	return true;
+}
+
+/* One 'SGID DGID COUNT OFFSET HEX' line: send COUNT MADs. Counts into
+ * @sent and @failed; returns false for a line it cannot parse. */
+static bool forge_line(const char *dev, int fd, int agent, void *buf, char *line,
+		       unsigned long *sent, unsigned long *failed)
+{
+	char *sgid_s = strtok(line, " \n"), *dgid_s = strtok(NULL, " \n");
+	char *count_s = strtok(NULL, " \n"), *offset_s = strtok(NULL, " \n");
+	char *hex = strtok(NULL, " \n");
+	uint8_t sgid[16], dgid[16], mad[MAD_LEN];
+	unsigned long count, offset;
+	int sidx;
+
+	if (!sgid_s || !dgid_s || !count_s || !offset_s || !hex || !parse_gid(sgid_s, sgid) ||
+	    !parse_gid(dgid_s, dgid) || !parse_mad_hex(hex, mad))
+		return false;
+	count = strtoul(count_s, NULL, 10);
+	offset = strtoul(offset_s, NULL, 10);
+	if (offset > MAD_LEN - 4)
+		return false;
+	sidx = gid_index(dev, sgid);
+	if (sidx < 0)
+		return false;
+	for (unsigned long i = 0; i < count; i++) {
+		ib_user_mad_t *u = buf;
+
+		memset(buf, 0, umad_size() + MAD_LEN);
+		umad_set_addr(buf, 0xffff, 1, 0, (int)CM_QKEY);
+		u->addr.grh_present = 1;
+		u->addr.gid_index = (uint8_t)sidx;
+		u->addr.hop_limit = 64;
+		memcpy(u->addr.gid, dgid, 16);
+		memcpy(umad_get_mad(buf), mad, MAD_LEN);
+		put_be32((uint8_t *)umad_get_mad(buf) + offset, get_be32(mad + offset) + (uint32_t)i);
+		put_be64((uint8_t *)umad_get_mad(buf) + OFF_TID, get_be64(mad + OFF_TID) + i);
+		if (send_mad(fd, agent, buf) < 0)
+			(*failed)++;
+		else
+			(*sent)++;
+	}
+	return true;
+}
+
+static int cmd_forge(const char *dev, const char *idle_s)
+{
+	int fd = open_port(dev, 1), agent, idle_ms = atoi(idle_s);
+	unsigned long sent = 0, failed = 0, received = 0;
+	bool input = true;
+	char line[1024];
+	void *buf, *rbuf;
+
+	if (fd < 0)
+		return 1;
+	agent = register_send_agent(fd);
+	if (agent < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	buf = umad_alloc(1, umad_size() + MAD_LEN);
+	rbuf = umad_alloc(1, umad_size() + MAD_LEN);
+	if (!buf || !rbuf)
+		return 1;
+	printf("listening %s/1 agent %d\n", dev, agent);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = STDIN_FILENO, .events = POLLIN } };
+		int n = poll(p, input ? 2 : 1, input ? -1 : idle_ms);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (p[0].revents & POLLIN) {
+			int len = MAD_LEN;
+			const ib_user_mad_t *u = rbuf;
+			char gbuf[INET6_ADDRSTRLEN];
+
+			if (umad_recv(fd, rbuf, &len, 0) >= 0 && len == MAD_LEN) {
+				const uint8_t *mad = umad_get_mad(rbuf);
+
+				printf("mad %s %u ", gid_str(u->addr.gid, gbuf), u->addr.gid_index);
+				for (int i = 0; i < MAD_LEN; i++)
+					printf("%02x", mad[i]);
+				printf("\n");
+				received++;
+			}
+		}
+		if (input && (p[1].revents & (POLLIN | POLLHUP))) {
+			if (!fgets(line, sizeof(line), stdin)) {
+				input = false;
+				continue;
+			}
+			if (!forge_line(dev, fd, agent, buf, line, &sent, &failed)) {
+				fprintf(stderr, "%s: bad forge line\n", prog);
+				return 2;
+			}
+		}
+	}
+	printf("forged %lu %lu %lu\n", sent, failed, received);
+	umad_free(buf);
+	umad_free(rbuf);
+	umad_close_port(fd);
+	return 0;
+}
+
 static int parse_port(const char *s)
 {
 	int port = atoi(s);
@@ -595,6 +723,8 @@ int main(int argc, char **argv)
 		return cmd_send_fail(argv[2], argv[3], argv[4]);
 	if (!strcmp(cmd, "send") && argc == 6)
 		return cmd_send(argv[2], argv[3], argv[4], argv[5]);
+	if (!strcmp(cmd, "forge") && argc == 4)
+		return cmd_forge(argv[2], argv[3]);
 	if (!strcmp(cmd, "recv") && (argc == 4 || argc == 5)) {
 		bool reply = argc == 5 && !strcmp(argv[4], "reply");
 
