@@ -269,6 +269,8 @@ static int load_port(GKeyFile *kf, struct sim_port *p, GError **err)
 	p->cap_mask = cap ? (uint32_t)g_ascii_strtoull(cap, NULL, 0) : 0x00010000;
 	p->present = !present || strcmp(present, "false") != 0;
 	p->epoch = (uint32_t)g_key_file_get_int64(kf, grp, "epoch", NULL);
+	p->stall_ms = (uint32_t)g_key_file_get_int64(kf, grp, "stall_ms", NULL);
+	p->stall_serial = (uint32_t)g_key_file_get_int64(kf, grp, "stall_serial", NULL);
 	if (len < 1 || len > SIM_MAX_GID_LEN)
 		len = SIM_DEFAULT_GID_LEN;
 	p->gid_len = (unsigned)len;
@@ -369,6 +371,10 @@ int sim_fabric_save(const char *dir, const struct sim_fabric *f, GError **err)
 			g_key_file_set_string(kf, pg, "cap_mask", cap);
 			g_key_file_set_boolean(kf, pg, "present", port->present);
 			g_key_file_set_int64(kf, pg, "epoch", port->epoch);
+			if (port->stall_serial) {
+				g_key_file_set_int64(kf, pg, "stall_ms", port->stall_ms);
+				g_key_file_set_int64(kf, pg, "stall_serial", port->stall_serial);
+			}
 			g_key_file_set_integer(kf, pg, "gid_table_len", (int)port->gid_len);
 			for (unsigned k = 0; k < port->gid_len; k++) {
 				const struct sim_gid_entry *e = &port->gids[k];

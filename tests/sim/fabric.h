@@ -40,6 +40,8 @@ struct sim_port {
 	uint32_t cap_mask;
 	bool present;
 	uint32_t epoch; /* bumped by remove-port: fds opened before it stay dead */
+	uint32_t stall_ms;     /* `stall`: how long the next receive waits */
+	uint32_t stall_serial; /* bumped by every `stall`: each is served once */
 	unsigned gid_len;
 	struct sim_gid_entry *gids;
 };

@@ -58,9 +58,16 @@ struct simfd {
 	char fifo_name[128];
 	char fifo_path[PATH_MAX];
 	struct agent agents[MAX_AGENTS];
-	struct sim_rng rng;
+	/* The port's fault generator, shared by every fd of this process on
+	 * that port: the faults follow the order of the port's sends, however
+	 * many fds a program sends on (the soak replays them from the seed). */
+	struct sim_rng *rng;
 	bool has_stash;
 	uint8_t stash[SIM_PKT_SIZE];
+	uint32_t stall_served; /* the last `stall` this fd slept for */
+	/* ib_umad_write holds the file's mutex for the whole write, address
+	 * resolution included: writes on one fd wait for each other. */
+	pthread_mutex_t write_lock;
 };
 
 struct route {
@@ -85,6 +92,7 @@ union pkt {
 
 static struct {
 	pthread_mutex_t lock;
+	GHashTable *port_rngs; /* "CA/PORT" -> struct sim_rng */
 	bool init_done;
 	int init_rc;
 	char *dir;
@@ -477,6 +485,7 @@ int umad_sort_ca_device_list(struct umad_device_node **head, size_t size)
 
 static void free_simfd(struct simfd *s)
 {
+	pthread_mutex_destroy(&s->write_lock);
 	for (int i = 0; i < MAX_AGENTS; i++)
 		if (s->agents[i].paths)
 			g_ptr_array_unref(s->agents[i].paths);
@@ -525,6 +534,22 @@ static int make_fifo_fd(struct simfd *s)
 		return -errno;
 	return 0;
 }
+/* The fault generator of port @salt ("CA/PORT") in this process. */
+static struct sim_rng *port_rng(const char *salt)
+{
+	struct sim_rng *r;
+
+	if (!S.port_rngs)
+		S.port_rngs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	r = g_hash_table_lookup(S.port_rngs, salt);
+	if (!r) {
+		r = g_new0(struct sim_rng, 1);
+		sim_rng_seed(r, S.faults.seed, salt);
+		g_hash_table_insert(S.port_rngs, g_strdup(salt), r);
+	}
+	return r;
+}
+
 
 static int open_locked(const char *ca_name, int portnum)
 {
@@ -539,10 +564,12 @@ static int open_locked(const char *ca_name, int portnum)
 	if (!p->present)
 		return -EIO;
 	s = g_new0(struct simfd, 1);
+	pthread_mutex_init(&s->write_lock, NULL);
 	s->fd = s->fifo = s->stash_efd = -1;
 	g_strlcpy(s->ca, c->name, sizeof(s->ca));
 	s->port = p->num;
 	s->epoch = p->epoch;
+	s->stall_served = p->stall_serial; /* only stalls ordered from now on */
 	s->owner = ++S.next_owner;
 	rc = make_fifo_fd(s);
 	if (rc < 0) {
@@ -550,7 +577,7 @@ static int open_locked(const char *ca_name, int portnum)
 		return -EIO;
 	}
 	salt = g_strdup_printf("%s/%d", s->ca, s->port);
-	sim_rng_seed(&s->rng, S.faults.seed, salt);
+	s->rng = port_rng(salt);
 	if (s->fd >= S.nfds) {
 		int n = MAX(s->fd + 1, S.nfds * 2);
 
@@ -1029,16 +1056,23 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 			return -ENODATA;
 	}
 	if (S.faults.any) {
-		sim_faults_decide(&S.faults, &s->rng, &d);
+		sim_faults_decide(&S.faults, s->rng, &d);
 		if (d.fail_errno)
 			return -d.fail_errno;
 	}
 	if (m->addr.grh_present) {
 		dst = port_by_gid(me->link, m->addr.gid, &dst_idx);
 		if (!dst && me->link == SIM_LINK_ETH) {
-			/* Neighbour resolution fails in write(), after its timeout. */
-			if (S.fab->unreachable_delay_ms)
-				g_usleep((gulong)S.fab->unreachable_delay_ms * 1000);
+			/* Neighbour resolution fails in write(), after its timeout.
+			 * Only this fd's writers wait (write_lock): other fds, and
+			 * the rest of the library, go on. */
+			unsigned ms = S.fab->unreachable_delay_ms;
+
+			if (ms) {
+				pthread_mutex_unlock(&S.lock);
+				g_usleep((gulong)ms * 1000);
+				pthread_mutex_lock(&S.lock);
+			}
 			return -ETIMEDOUT;
 		}
 	} else {
@@ -1142,16 +1176,26 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, int retries)
 {
 	struct ib_user_mad *m = umad;
+	struct simfd *s;
 	int rc;
 
 	errno = 0;
 	m->timeout_ms = (uint32_t)timeout_ms;
 	m->retries = (uint32_t)retries;
 	m->agent_id = (uint32_t)agentid;
+	/* The fd's write lock first, then the library's: a writer that waits
+	 * for its address releases the library's lock, never its fd's. */
+	pthread_mutex_lock(&S.lock);
+	s = get_fd(portid);
+	pthread_mutex_unlock(&S.lock);
+	if (s)
+		pthread_mutex_lock(&s->write_lock);
 	rc = enter();
 	if (rc == 0)
 		rc = do_send(portid, agentid, m, length, timeout_ms, retries);
 	leave();
+	if (s)
+		pthread_mutex_unlock(&s->write_lock);
 	if (rc == 0)
 		return 0;
 	/* libibumad: -EIO whatever went wrong; errno holds write()'s reason. */
@@ -1239,6 +1283,23 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* `umad-sim stall`: the first receive after it sleeps (unlocked), as if
+ * the kernel held the reader up. */
+static void recv_stall_locked(int portid)
+{
+	struct simfd *s = get_fd(portid);
+	const struct sim_port *p = s ? sim_fabric_find_port(S.fab, s->ca, s->port) : NULL;
+	unsigned ms;
+
+	if (!p || !p->stall_serial || p->stall_serial == s->stall_served)
+		return;
+	s->stall_served = p->stall_serial;
+	ms = p->stall_ms;
+	pthread_mutex_unlock(&S.lock);
+	g_usleep((gulong)ms * 1000);
+	pthread_mutex_lock(&S.lock);
+}
+
 int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms > 0 ? mono_ms() + (uint64_t)timeout_ms : 0;
@@ -1271,6 +1332,8 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			}
 		}
 		rc = enter();
+		if (rc == 0)
+			recv_stall_locked(portid);
 		if (rc == 0)
 			rc = try_recv(portid, umad, length);
 		leave();

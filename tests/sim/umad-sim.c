@@ -28,7 +28,8 @@ static int usage(void)
 	      "  umad-sim add-gid DIR CA PORT GID [TYPE NDEV]\n"
 	      "  umad-sim del-gid DIR CA PORT GID\n"
 	      "  umad-sim remove-port DIR CA PORT\n"
-	      "  umad-sim restore-port DIR CA PORT\n",
+	      "  umad-sim restore-port DIR CA PORT\n"
+	      "  umad-sim stall DIR CA PORT MS                 # the next receive waits MS\n",
 	      stderr);
 	return 2;
 }
@@ -260,6 +261,19 @@ static int do_del_gid(struct sim_fabric *f, char **args, void *data)
 	return 0;
 }
 
+/* A kernel that holds a reader up: the port's next umad_recv() sleeps. */
+static int do_stall(struct sim_fabric *f, char **args, void *data)
+{
+	struct sim_port *p = arg_port(f, args);
+
+	(void)data;
+	if (!p)
+		return -ENODEV;
+	p->stall_ms = (uint32_t)atoi(args[2]);
+	p->stall_serial++;
+	return 0;
+}
+
 static int do_set_present(struct sim_fabric *f, char **args, void *data)
 {
 	struct sim_port *p = arg_port(f, args);
@@ -300,6 +314,14 @@ int main(int argc, char **argv)
 		return edit(argv[2], do_add_gid, argv + 3, NULL);
 	if (strcmp(cmd, "del-gid") == 0 && argc == 6)
 		return edit(argv[2], do_del_gid, argv + 3, NULL);
+	if (strcmp(cmd, "stall") == 0 && argc == 6) {
+		int rc = edit(argv[2], do_stall, argv + 3, NULL);
+
+		/* A wake-up makes an epoll loop call umad_recv() at once. */
+		if (rc == 0)
+			(void)sim_wake_port(argv[2], argv[3], atoi(argv[4]));
+		return rc;
+	}
 	if (strcmp(cmd, "restore-port") == 0 && argc == 5)
 		return edit(argv[2], do_set_present, argv + 3, (void *)1);
 	if (strcmp(cmd, "remove-port") == 0 && argc == 5) {
