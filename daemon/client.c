@@ -22,6 +22,9 @@
  */
 #define QUEUE_KEEP_SLOTS 64u
 #define WRITEV_MAX 32
+/* msg_type of a response whose place is kept while its MAD is being sent
+ * (no real frame has it: RDMACM_MUX_MSG_TYPE_* are 0 and 1). */
+#define CLIENT_RESERVED_FRAME 0xffffffffu
 
 static void client_read_comm(pid_t pid, char *buf, size_t len)
 {
@@ -187,6 +190,7 @@ static int frame_queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool 
 
 static void frame_queue_pop(FrameQueue *q)
 {
+	q->popped++;
 	q->head = (q->head + 1) & (q->cap - 1);
 	if (--q->len == 0) {
 		q->head = 0;
@@ -198,6 +202,55 @@ static void frame_queue_pop(FrameQueue *q)
 int client_queue_response(Client *c, const struct rdmacm_mux_msg *m)
 {
 	return frame_queue_push(&c->resp, m, true);
+}
+
+int client_reserve_response(Client *c, uint64_t *token)
+{
+	struct rdmacm_mux_msg placeholder;
+	int r;
+
+	memset(&placeholder, 0, sizeof(placeholder));
+	placeholder.hdr.msg_type = CLIENT_RESERVED_FRAME;
+	*token = c->resp.popped + c->resp.len;
+	r = frame_queue_push(&c->resp, &placeholder, true);
+	if (r == 0)
+		c->resp.reserved++;
+	return r;
+}
+
+void client_fill_response(Client *c, uint64_t token, const struct rdmacm_mux_msg *m)
+{
+	uint64_t i = token - c->resp.popped;
+	struct rdmacm_mux_msg *f;
+
+	/* A reserved place is never written nor dropped before it is filled. */
+	if (i >= c->resp.len)
+		return;
+	f = frame_queue_at(&c->resp, (uint32_t)i);
+	if (f->hdr.msg_type != CLIENT_RESERVED_FRAME)
+		return;
+	memcpy(f, m, FRAME_SIZE);
+	c->resp.reserved--;
+}
+
+/* Responses that may be written now: those before the first reserved one. */
+static uint32_t client_ready_responses(Client *c)
+{
+	uint32_t n = 0;
+
+	if (c->resp.reserved == 0)
+		return c->resp.len;
+	while (n < c->resp.len && frame_queue_at(&c->resp, n)->hdr.msg_type != CLIENT_RESERVED_FRAME)
+		n++;
+	return n;
+}
+
+bool client_has_output(Client *c)
+{
+	/* Inbound MADs wait behind a reserved response: it answers a request
+	 * read before them, and QEMU reads its answer first. */
+	return c->out_src != 0 || client_ready_responses(c) > 0 ||
+	       (c->mad.len > 0 && c->resp.reserved == 0);
 }
 
 int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m)
@@ -231,10 +284,14 @@ uint32_t client_mad_quota(const Client *c)
  */
 int client_flush(Client *c)
 {
-	while (c->resp.len + c->mad.len > 0) {
+	while (client_has_output(c)) {
 		struct iovec iov[WRITEV_MAX];
 		FrameQueue *order[2] = { &c->resp, &c->mad };
 		FrameQueue *partial = c->out_src == 1 ? &c->resp : c->out_src == 2 ? &c->mad : NULL;
+		/* what may go now: responses up to a reserved one, and MADs
+		 * only when no response is reserved */
+		uint32_t limit[2] = { client_ready_responses(c),
+				      c->resp.reserved == 0 ? c->mad.len : 0 };
 		int n = 0;
 		ssize_t w;
 
@@ -243,8 +300,8 @@ int client_flush(Client *c)
 						   FRAME_SIZE - c->out_off };
 		}
 		for (int q = 0; q < 2 && n < WRITEV_MAX; q++)
-			for (uint32_t i = order[q] == partial ? 1 : 0;
-			     i < order[q]->len && n < WRITEV_MAX; i++)
+			for (uint32_t i = order[q] == partial ? 1 : 0; i < limit[q] && n < WRITEV_MAX;
+			     i++)
 				iov[n++] = (struct iovec){ frame_queue_at(order[q], i), FRAME_SIZE };
 
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
@@ -288,6 +345,8 @@ unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_
 {
 	unsigned n = 0;
 
+	/* (Only clients without a socket are drained, and their sends are
+	 * never deferred, so nothing here is reserved.) */
 	while (c->resp.len > 0) {
 		fn(userdata, frame_queue_at(&c->resp, 0));
 		frame_queue_pop(&c->resp);

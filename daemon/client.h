@@ -31,7 +31,9 @@ typedef struct FrameQueue {
 	uint32_t cap;  /* allocated slots, grows on demand */
 	uint32_t head; /* index of the oldest frame */
 	uint32_t len;
-	uint32_t max; /* quota */
+	uint32_t max;	  /* quota */
+	uint64_t popped;  /* frames taken from the head so far */
+	uint32_t reserved; /* responses kept a place for (client_reserve_response()) */
 } FrameQueue;
 
 typedef struct Client {
@@ -94,6 +96,18 @@ bool client_take_refill(Client *c);
 /* Queue a response (never fails for want of space; grows to its quota,
  * which the relay enforces by pausing input). Return: 0 or -ENOMEM. */
 int client_queue_response(Client *c, const struct rdmacm_mux_msg *m);
+/**
+ * client_reserve_response() - keep the next response's place, for a
+ * request whose answer comes later (a MAD still being sent). Responses
+ * after it wait for it, and so do inbound MADs, so the order a client sees
+ * is the order of its requests.
+ * Return: 0 with *@token set, or -ENOMEM.
+ */
+int client_reserve_response(Client *c, uint64_t *token);
+/* Put the response @m in the place @token kept. */
+void client_fill_response(Client *c, uint64_t token, const struct rdmacm_mux_msg *m);
+/* Whether any frame may be written now. */
+bool client_has_output(Client *c);
 /* Queue an inbound MAD. Return: 0, or -ENOBUFS when the queue is full. */
 int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m);
 bool client_responses_full(const Client *c);

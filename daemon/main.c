@@ -52,6 +52,8 @@ typedef struct Options {
 	char **allow_uids;
 	char **allow_gids;
 	int max_clients;
+	int max_clients_per_uid;
+	int register_timeout_ms;
 	int max_gids;
 	int max_sessions;
 	int max_half_open;
@@ -59,6 +61,9 @@ typedef struct Options {
 	int max_total_sessions;
 	int max_total_half_open;
 	int max_queue;
+	int send_threads;
+	int max_slow_sends;
+	int unreachable_cache_ms;
 	int handshake_timeout_ms;
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
@@ -120,6 +125,11 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Accept only clients with this primary gid (repeatable)", "GID" },
 		{ "max-clients", 0, 0, G_OPTION_ARG_INT, &o->max_clients,
 		  "Most clients at once (default 1024)", "N" },
+		{ "max-clients-per-uid", 0, 0, G_OPTION_ARG_INT, &o->max_clients_per_uid,
+		  "Most clients of one user at once (default: half of --max-clients)", "N" },
+		{ "register-timeout", 0, 0, G_OPTION_ARG_INT, &o->register_timeout_ms,
+		  "Close a connection that registers no GID within this time (ms, default "
+		  "900000; 0: never)", "MS" },
 		{ "max-gids", 0, 0, G_OPTION_ARG_INT, &o->max_gids,
 		  "Most GIDs per client (default 32)", "N" },
 		{ "max-sessions", 0, 0, G_OPTION_ARG_INT, &o->max_sessions,
@@ -134,6 +144,13 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Most peer-started half-open sessions of all clients (default 65536)", "N" },
 		{ "max-queue", 0, 0, G_OPTION_ARG_INT, &o->max_queue,
 		  "Inbound MADs queued per client before drops (default 1024)", "N" },
+		{ "send-threads", 0, 0, G_OPTION_ARG_INT, &o->send_threads,
+		  "Threads for sends that may wait for address resolution (default 8)", "N" },
+		{ "max-slow-sends", 0, 0, G_OPTION_ARG_INT, &o->max_slow_sends,
+		  "Such sends one client may have at once (default 2)", "N" },
+		{ "unreachable-cache", 0, 0, G_OPTION_ARG_INT, &o->unreachable_cache_ms,
+		  "A destination that did not answer fails at once for this long (ms, default 1000)",
+		  "MS" },
 		{ "handshake-timeout", 0, 0, G_OPTION_ARG_INT, &o->handshake_timeout_ms,
 		  "Idle time before a half-open handshake is forgotten (ms, default 120000)", "MS" },
 		{ "closing-timeout", 0, 0, G_OPTION_ARG_INT, &o->closing_timeout_ms,
@@ -157,6 +174,7 @@ static int parse_options(int argc, char **argv, Options *o)
 
 	o->port = 1;
 	o->max_clients = 1024;
+	o->register_timeout_ms = 900000;
 	o->max_gids = 32;
 	o->max_sessions = 16384;
 	o->max_half_open = 1024;
@@ -164,6 +182,9 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->max_total_sessions = 1 << 20;
 	o->max_total_half_open = 1 << 16;
 	o->max_queue = 1024;
+	o->send_threads = 8;
+	o->max_slow_sends = 2;
+	o->unreachable_cache_ms = 1000;
 	o->handshake_timeout_ms = 120000;
 	o->closing_timeout_ms = 150000;
 	o->sidr_timeout_ms = 60000;
@@ -195,6 +216,8 @@ static int parse_options(int argc, char **argv, Options *o)
 		int value, min, max;
 	} ranges[] = {
 		{ "--max-clients", o->max_clients, 1, 1 << 20 },
+		{ "--max-clients-per-uid", o->max_clients_per_uid, 0, 1 << 20 },
+		{ "--register-timeout", o->register_timeout_ms, 0, 24 * 3600 * 1000 },
 		{ "--max-gids", o->max_gids, 1, 4096 },
 		{ "--max-sessions", o->max_sessions, 1, 1 << 24 },
 		{ "--max-half-open", o->max_half_open, 1, 1 << 24 },
@@ -202,6 +225,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--max-total-sessions", o->max_total_sessions, 1, 1 << 26 },
 		{ "--max-total-half-open", o->max_total_half_open, 1, 1 << 26 },
 		{ "--max-queue", o->max_queue, 1, 1 << 20 },
+		{ "--send-threads", o->send_threads, 1, 64 },
+		{ "--max-slow-sends", o->max_slow_sends, 1, 64 },
+		{ "--unreachable-cache", o->unreachable_cache_ms, 1, 60 * 1000 },
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
@@ -576,6 +602,8 @@ static int run(Daemon *d)
 		return EXIT_FAILURE;
 
 	cfg.max_clients = (uint32_t)d->opt.max_clients;
+	cfg.max_clients_per_uid = (uint32_t)d->opt.max_clients_per_uid;
+	cfg.register_timeout_ms = (uint32_t)d->opt.register_timeout_ms;
 	cfg.max_gids = (uint32_t)d->opt.max_gids;
 	cfg.max_sessions = (uint32_t)d->opt.max_sessions;
 	cfg.max_half_open = (uint32_t)d->opt.max_half_open;
@@ -583,6 +611,9 @@ static int run(Daemon *d)
 	cfg.max_total_sessions = (uint32_t)d->opt.max_total_sessions;
 	cfg.max_total_half_open = (uint32_t)d->opt.max_total_half_open;
 	cfg.max_queued = (uint32_t)d->opt.max_queue;
+	cfg.send_threads = (uint32_t)d->opt.send_threads;
+	cfg.max_slow_sends = (uint32_t)d->opt.max_slow_sends;
+	cfg.send_fail_ms = (uint32_t)d->opt.unreachable_cache_ms;
 	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = (uint32_t)d->opt.closing_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_SIDR] = (uint32_t)d->opt.sidr_timeout_ms;
@@ -652,6 +683,8 @@ static int run(Daemon *d)
 
 	r = sd_event_loop(d->event);
 	(void)sd_notify(0, "STOPPING=1");
+	/* Writes still in the sender threads count in the last counters. */
+	relay_finish_sends(d->relay);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);
 	if (r == -ENODEV)

@@ -83,7 +83,7 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 	if (!c)
 		return 0;
 	n = client_drain(&c->conn, fn, userdata);
-	if (c->reading_paused && !client_responses_full(&c->conn))
+	if (c->reading_paused && relay_client_may_read(r, c))
 		c->reading_paused = false;
 	return n;
 }

@@ -39,6 +39,7 @@ static const char *const relay_tx_reject_names[TX_REJECT_COUNT] = {
 	[TX_REJECT_NO_DESTINATION] = "no-destination",
 	[TX_REJECT_NO_PORT_GID] = "no-port-gid",
 	[TX_REJECT_SEND_FAILED] = "send-failed",
+	[TX_REJECT_SEND_BUSY] = "send-busy",
 };
 
 const char *relay_rx_drop_name(RxDrop d)

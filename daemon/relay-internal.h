@@ -23,6 +23,7 @@
 
 #include "client.h"
 #include "relay.h"
+#include "umad-sender.h"
 
 #define RELAY_UMAD_BATCH 256  /* inbound MADs per wake-up, for fairness */
 #define RELAY_CLIENT_BATCH 64 /* client frames per wake-up, for fairness */
@@ -58,6 +59,8 @@ struct RelayClient {
 	bool reading_paused;
 	bool dirty; /* on the relay's list of clients to flush */
 	unsigned bad_frames; /* consecutive */
+	unsigned slow_sends; /* MADs with a sender thread, their responses reserved */
+	GList *unregistered; /* its link in Relay.unregistered until its first REG */
 	struct rdmacm_mux_client_stats stats;
 	/* The sessions the TX warm pass found for the frames buffered when it
 	 * ran, in order; a hint each frame's handler checks before use. */
@@ -84,6 +87,7 @@ struct Relay {
 	GHashTable *clients;	/* id -> RelayClient* (owned) */
 	GHashTable *gid_owners; /* GID (owned key) -> RelayClient* */
 	sd_event_source *umad_io;
+	UmadSender *sender; /* NULL: every send inline (the fake port) */
 	/* Client sockets are in an epoll set of ours, itself one event source:
 	 * one sd-event dispatch serves every client that is ready, instead of
 	 * one dispatch (and one epoll_wait) per client and wake-up. */
@@ -96,6 +100,10 @@ struct Relay {
 	sd_event_source *timer;
 	uint64_t timer_armed_at;
 	GPtrArray *dirty; /* clients with frames to flush at the end of a batch */
+	/* Clients that may read again with whole frames already buffered: no
+	 * socket event will come for those, so a deferred source serves them. */
+	GArray *resumed; /* client ids */
+	sd_event_source *resume_src;
 	GArray *sinks;	  /* RelayEventSink */
 	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
 	uint64_t dispatch_now; /* sd_event_now() of the dispatch under way, 0 outside */
@@ -105,6 +113,11 @@ struct Relay {
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
 	RelayCounters counters;
+	GHashTable *clients_per_uid; /* uid -> connections */
+	/* Connections that have not registered a GID yet, oldest first, and
+	 * the timer that closes them after register_timeout_ms. */
+	GQueue unregistered;
+	sd_event_source *register_timer;
 	/* Peer-started half-open sessions per (client, peer): RelayPeerKey ->
 	 * count, for each peer's fair share of a client's budget. */
 	GHashTable *half_open_peers;
@@ -127,6 +140,8 @@ RelayClient *relay_client_lookup(Relay *r, uint32_t id);
  * Return: the client, or NULL (the fd is closed).
  */
 RelayClient *relay_client_create(Relay *r, int fd);
+/* (Re)arm the timer that closes connections that never register a GID. */
+void relay_arm_register_timer(Relay *r);
 /* Remove a client, its GIDs and its sessions, and say why in the log. */
 void relay_drop_client(Relay *r, RelayClient *c, const char *why);
 /* The GID entry of @c for @gid, or NULL. */
@@ -162,14 +177,27 @@ unsigned relay_expire_sessions(Relay *r);
 /* The state change message @attr makes to session @h, either direction. */
 void relay_session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_t now);
 
+/* Build the response to @req with @err in the client's dialect. */
+void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err);
+/* Whether the relay reads @c's requests now (its responses and slow sends
+ * are within their quotas). */
+bool relay_client_may_read(const Relay *r, const RelayClient *c);
+
 /* ---- relay-tx.c ---- */
+
+/* relay_tx_mad(): the MAD went to a sender thread; the response comes later. */
+#define RELAY_TX_PENDING 1
 
 /**
  * relay_tx_mad() - check, remap and send one MAD from @c.
  * @hint: a session the warm pass found for this frame, or 0
- * Return: 0, or the negative errno for the client's response.
+ * Return: 0, the negative errno for the client's response, or
+ * RELAY_TX_PENDING when a sender thread has it and the response's place is
+ * kept (relay_tx_on_sent() fills it).
  */
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint);
+/* The sender's report of a MAD a thread wrote (UmadSendDoneFn). */
+void relay_tx_on_sent(void *userdata, UmadSendJob *job);
 /* Read every ready client's input and warm all their lookups at once. */
 void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n);
 /* Warm the lookups of the frames @c has buffered. */

@@ -341,9 +341,14 @@ static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mu
 	RelayClient *c = t->client;
 
 	/* A session whose first message never reached the wire would only
-	 * wait for its timer; a retransmission keeps the session it is for. */
-	if (t->created)
-		session_table_remove(r->sessions, &c->sessions, t->handle);
+	 * wait for its timer; a retransmission keeps the session it is for.
+	 * (After a send in a thread, the handle is checked to be still it.) */
+	if (t->created) {
+		Session *s = session_table_get(r->sessions, t->handle);
+
+		if (s && s->client_id == c->id && s->wire_id == t->wire_id)
+			session_table_remove(r->sessions, &c->sessions, t->handle);
+	}
 	r->counters.tx_reject[t->reject]++;
 	c->stats.tx_rejected++;
 	if (log_get_max_level() >= LOG_NOTICE) {
@@ -366,6 +371,33 @@ static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mu
 				     .mad_len = t->len },
 		   c);
 }
+
+/* The write of a MAD is done, with @err: count it and show it, or refuse. */
+static int relay_tx_sent(Relay *r, RelayTxContext *t, UmadBuffer *buf,
+			 const struct rdmacm_mux_msg *req, int err)
+{
+	RelayClient *c = t->client;
+
+	if (err < 0) {
+		if (t->reject != TX_REJECT_SEND_BUSY)
+			t->reject = TX_REJECT_SEND_FAILED;
+		log_ratelimited(LOG_WARNING, NULL, "send of %s for client %u failed: %s",
+				cm_attr_index_name(cm_attr_to_index(t->attr)), c->id,
+				strerror(-err));
+		relay_tx_refused(r, t, req, err);
+		return err;
+	}
+	r->counters.tx[cm_attr_to_index(t->attr)]++;
+	c->stats.tx_mads++;
+	relay_emit(r, &(RelayEvent){ .attr = t->attr, .client_comm_id = t->client_id_field,
+				     .wire_id = t->wire_id, .local_gid = t->sgid, .remote_gid = t->dest,
+				     .hdr = &buf->hdr, .mad = buf->mad, .mad_len = t->len },
+		   c);
+	return 0;
+}
+
+static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
+			  const struct rdmacm_mux_msg *req);
 
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint)
 {
@@ -414,25 +446,109 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 		err = relay_tx_address(r, &t, cg);
 	if (err < 0)
 		goto refused;
-	err = umad_port_send(r->port, &buf, t.len);
-	if (err < 0) {
-		t.reject = TX_REJECT_SEND_FAILED;
-		log_ratelimited(LOG_WARNING, NULL, "send of %s for client %u failed: %s",
-				cm_attr_index_name(cm_attr_to_index(t.attr)), c->id, strerror(-err));
-		goto refused;
+	if (!r->sender)
+		return relay_tx_sent(r, &t, &buf, req, umad_port_send(r->port, &buf, t.len));
+	switch ((err = umad_sender_route(r->sender, &buf, now))) {
+	case UMAD_SEND_NOW:
+		err = umad_port_send(r->port, &buf, t.len);
+		umad_sender_note(r->sender, &buf, err, now);
+		return relay_tx_sent(r, &t, &buf, req, err);
+	case UMAD_SEND_QUEUE:
+		return relay_tx_defer(r, &t, &buf, req);
+	default: /* it failed a moment ago: fail again at once */
+		return relay_tx_sent(r, &t, &buf, req, err);
 	}
-
-	r->counters.tx[cm_attr_to_index(t.attr)]++;
-	c->stats.tx_mads++;
-	relay_emit(r, &(RelayEvent){ .attr = t.attr, .client_comm_id = t.client_id_field,
-				     .wire_id = t.wire_id, .local_gid = t.sgid, .remote_gid = t.dest,
-				     .hdr = &buf.hdr, .mad = buf.mad, .mad_len = t.len },
-		   c);
-	return 0;
 
 refused:
 	relay_tx_refused(r, &t, req, err);
 	return err;
+}
+
+/* A MAD a sender thread writes, and what its response needs afterwards. */
+typedef struct RelayTxJob {
+	UmadSendJob send; /* first: the sender hands this back */
+	Relay *relay;
+	uint32_t client_id;
+	uint64_t response;	    /* the response's kept place */
+	struct rdmacm_mux_msg req;  /* echoed in the response */
+	RelayTxContext t;	    /* .buf and .sgid point into this job */
+} RelayTxJob;
+
+/*
+ * The MAD waits for a sender thread: keep its response's place (so the
+ * client's answers stay in order, and inbound MADs wait behind it), and
+ * let the client send only a few such MADs at a time, so that one client
+ * cannot hold many threads.
+ */
+static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
+			  const struct rdmacm_mux_msg *req)
+{
+	RelayClient *c = t->client;
+	RelayTxJob *job = g_new0(RelayTxJob, 1);
+	int err;
+
+	job->send.buf = *buf;
+	job->send.len = t->len;
+	job->relay = r;
+	job->client_id = c->id;
+	job->req = *req;
+	job->t = *t;
+	job->t.buf = &job->send.buf;
+	job->t.sgid = job->req.hdr.sgid.raw;
+	job->t.client = NULL;
+	err = client_reserve_response(&c->conn, &job->response);
+	if (err == 0)
+		err = umad_sender_queue(r->sender, &job->send);
+	else
+		job->response = UINT64_MAX;
+	if (err < 0) {
+		if (err == -EAGAIN)
+			t->reject = TX_REJECT_SEND_BUSY;
+		if (job->response != UINT64_MAX) {
+			/* Its place is kept: answer there, in order. */
+			err = relay_tx_sent(r, t, buf, req, err);
+			relay_response_frame(c, &job->req, err);
+			client_fill_response(&c->conn, job->response, &job->req);
+			c->stats.requests++;
+			relay_mark_dirty(r, c);
+			g_free(job);
+			return RELAY_TX_PENDING;
+		}
+		g_free(job);
+		return relay_tx_sent(r, t, buf, req, err);
+	}
+	c->slow_sends++;
+	if (!relay_client_may_read(r, c))
+		c->reading_paused = true;
+	return RELAY_TX_PENDING;
+}
+
+void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
+{
+	RelayTxJob *job = (RelayTxJob *)sj;
+	Relay *r = userdata;
+	RelayClient *c = relay_client_lookup(r, job->client_id);
+	int err;
+
+	/* A client that left took its sessions and its responses along; the
+	 * MAD went out (or not) all the same, and is counted. */
+	if (!c) {
+		if (job->send.result < 0)
+			r->counters.tx_reject[TX_REJECT_SEND_FAILED]++;
+		else
+			r->counters.tx[cm_attr_to_index(job->t.attr)]++;
+	} else {
+		job->t.client = c;
+		err = relay_tx_sent(r, &job->t, &job->send.buf, &job->req, job->send.result);
+		relay_response_frame(c, &job->req, err);
+		client_fill_response(&c->conn, job->response, &job->req);
+		c->stats.requests++;
+		c->slow_sends--;
+		relay_mark_dirty(r, c);
+		relay_flush_dirty(r);
+		relay_schedule_timer(r);
+	}
+	g_free(job);
 }
 
 /* ---- warming the lookups of a batch ---- */

@@ -99,6 +99,26 @@ void relay_schedule_timer(Relay *r)
 	(void)sd_event_source_set_enabled(r->timer, SD_EVENT_ONESHOT);
 }
 
+static void relay_uid_count_add(Relay *r, uid_t uid, int delta)
+{
+	guint n = GPOINTER_TO_UINT(g_hash_table_lookup(r->clients_per_uid, GUINT_TO_POINTER(uid)));
+
+	n += (guint)delta;
+	if (n == 0)
+		g_hash_table_remove(r->clients_per_uid, GUINT_TO_POINTER(uid));
+	else
+		g_hash_table_insert(r->clients_per_uid, GUINT_TO_POINTER(uid), GUINT_TO_POINTER(n));
+}
+
+/* @c registered its first GID, or goes: it leaves the unregistered list. */
+static void relay_client_registered(Relay *r, RelayClient *c)
+{
+	if (!c->unregistered)
+		return;
+	g_queue_delete_link(&r->unregistered, c->unregistered);
+	c->unregistered = NULL;
+}
+
 void relay_drop_client(Relay *r, RelayClient *c, const char *why)
 {
 	char pid[32];
@@ -113,6 +133,9 @@ void relay_drop_client(Relay *r, RelayClient *c, const char *why)
 	session_table_remove_all(r->sessions, &c->sessions);
 	if (c->dirty)
 		g_ptr_array_remove_fast(r->dirty, c);
+	relay_client_registered(r, c);
+	if (c->conn.fd >= 0)
+		relay_uid_count_add(r, c->conn.cred.uid, -1);
 	if (r->client_cache[c->id & (RELAY_CLIENT_CACHE_SLOTS - 1)] == c)
 		r->client_cache[c->id & (RELAY_CLIENT_CACHE_SLOTS - 1)] = NULL;
 	/* Removing from the table frees the client (and closes its fd). */
@@ -131,7 +154,7 @@ static void relay_update_events(Relay *r, RelayClient *c)
 		return;
 	if (!c->reading_paused)
 		ev.events |= EPOLLIN;
-	if (client_queued(&c->conn) > 0)
+	if (client_has_output(&c->conn))
 		ev.events |= EPOLLOUT;
 	if (ev.events == r->fd_events[fd])
 		return;
@@ -155,10 +178,22 @@ static bool relay_flush_client(Relay *r, RelayClient *c)
 		relay_drop_client(r, c, e == -EPIPE || e == -ECONNRESET ? "disconnected" : "write error");
 		return false;
 	}
-	if (c->reading_paused && !client_responses_full(&c->conn))
+	if (c->reading_paused && relay_client_may_read(r, c)) {
+		const struct rdmacm_mux_msg *buffered;
+
 		c->reading_paused = false;
+		if (client_peek_frames(&c->conn, &buffered) > 0 && r->resume_src) {
+			g_array_append_val(r->resumed, c->id);
+			(void)sd_event_source_set_enabled(r->resume_src, SD_EVENT_ONESHOT);
+		}
+	}
 	relay_update_events(r, c);
 	return true;
+}
+
+bool relay_client_may_read(const Relay *r, const RelayClient *c)
+{
+	return !client_responses_full(&c->conn) && c->slow_sends < r->cfg.max_slow_sends;
 }
 
 void relay_flush_dirty(Relay *r)
@@ -211,6 +246,19 @@ RelayClient *relay_client_create(Relay *r, int fd)
 	client_init(&c->conn, fd, r->cfg.max_queued, r->cfg.max_pending);
 	if (fd >= 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = c->id };
+		uid_t uid = c->conn.cred.uid;
+
+		/* One user cannot take every slot: the VMs of others must fit. */
+		if (GPOINTER_TO_UINT(g_hash_table_lookup(r->clients_per_uid, GUINT_TO_POINTER(uid))) >=
+		    r->cfg.max_clients_per_uid) {
+			r->counters.clients_refused++;
+			log_ratelimited(LOG_WARNING, NULL,
+					"refusing a connection of uid %d (pid %d): it has %u, the "
+					"limit per user (--max-clients-per-uid)",
+					(int)uid, (int)c->conn.cred.pid, r->cfg.max_clients_per_uid);
+			relay_client_free(c);
+			return NULL;
+		}
 
 		if (epoll_ctl(r->client_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			log_warning("refusing client on fd %d (pid %d): cannot watch its socket: %s",
@@ -222,6 +270,13 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		/* closing the fd (client_deinit()) takes it out of the set */
 		relay_reserve_fd_events(r, fd);
 		r->fd_events[fd] = EPOLLIN;
+		relay_uid_count_add(r, uid, +1);
+		if (r->register_timer) {
+			g_queue_push_tail(&r->unregistered, c);
+			c->unregistered = g_queue_peek_tail_link(&r->unregistered);
+			if (r->unregistered.length == 1)
+				relay_arm_register_timer(r);
+		}
 	}
 	g_hash_table_insert(r->clients, GUINT_TO_POINTER(c->id), c);
 	r->counters.clients_accepted++;
@@ -236,6 +291,40 @@ int relay_add_client(Relay *r, int fd)
 		return -EUSERS;
 	log_info("client %u connected on fd %d: pid %d uid %d (%s)", c->id, fd,
 		 (int)c->conn.cred.pid, (int)c->conn.cred.uid, c->conn.comm);
+	return 0;
+}
+
+/* ---- connections that never register ---- */
+
+/* Arm the timer for the oldest unregistered connection, or stop it. */
+void relay_arm_register_timer(Relay *r)
+{
+	RelayClient *c = g_queue_peek_head(&r->unregistered);
+
+	if (!c) {
+		(void)sd_event_source_set_enabled(r->register_timer, SD_EVENT_OFF);
+		return;
+	}
+	(void)sd_event_source_set_time(r->register_timer,
+				       c->conn.connected_usec +
+					       (uint64_t)r->cfg.register_timeout_ms * 1000);
+	(void)sd_event_source_set_enabled(r->register_timer, SD_EVENT_ONESHOT);
+}
+
+/* QEMU registers its guest's GIDs as the guest adds them; a connection
+ * that never registers one is not a VM, and must not hold a slot. */
+static int relay_on_register_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	Relay *r = userdata;
+	RelayClient *c;
+
+	(void)s;
+	while ((c = g_queue_peek_head(&r->unregistered)) &&
+	       c->conn.connected_usec + (uint64_t)r->cfg.register_timeout_ms * 1000 <= usec) {
+		r->counters.clients_dropped++;
+		relay_drop_client(r, c, "registered no GID in time (--register-timeout)");
+	}
+	relay_arm_register_timer(r);
 	return 0;
 }
 
@@ -480,17 +569,22 @@ static int32_t relay_err_code_for(const RelayClient *c, int err)
 	}
 }
 
-static void relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
+void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err)
 {
 	req->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
 	req->hdr.err_code = relay_err_code_for(c, err);
+}
+
+static void relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
+{
+	relay_response_frame(c, req, err);
 	if (client_queue_response(&c->conn, req) < 0) {
 		/* Out of memory: this client cannot be served correctly. */
 		log_error("out of memory queueing a response to client %u", c->id);
 		return;
 	}
 	c->stats.requests++;
-	if (client_responses_full(&c->conn))
+	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
 	relay_mark_dirty(r, c);
 }
@@ -538,6 +632,7 @@ static int relay_register_gid(Relay *r, RelayClient *c, const uint8_t gid[GID_LE
 			       "client %u registered GID %s, which %s port %d does not have (yet)",
 			       c->id, text, r->port->dev, r->port->port);
 	}
+	relay_client_registered(r, c);
 	c->gids = g_renew(RelayClientGid, c->gids, c->n_gids + 1);
 	cg = &c->gids[c->n_gids++];
 	memcpy(cg->gid, gid, GID_LEN);
@@ -638,6 +733,11 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 			break;
 		case RDMACM_MUX_OP_CODE_MAD:
 			err = relay_tx_mad(r, c, m, tx_hint);
+			if (err == RELAY_TX_PENDING) {
+				/* answered when its sender thread is done */
+				c->bad_frames = 0;
+				return true;
+			}
 			break;
 		case RDMACM_MUX_OP_CODE_HELLO:
 			err = relay_hello(r, c, m);
@@ -718,6 +818,29 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 	}
 }
 
+/* Serve the clients that may read again and have frames buffered. */
+static int relay_on_resume(sd_event_source *s, void *userdata)
+{
+	Relay *r = userdata;
+	g_autoptr(GArray) ids = r->resumed;
+
+	(void)s;
+	r->resumed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+	r->dispatch_now = relay_now(r);
+	r->gid_epoch++;
+	for (guint i = 0; i < ids->len; i++) {
+		RelayClient *c = relay_client_lookup(r, g_array_index(ids, uint32_t, i));
+
+		if (!c || c->reading_paused)
+			continue;
+		relay_client_io(r, c, EPOLLIN);
+		relay_flush_dirty(r);
+	}
+	relay_schedule_timer(r);
+	r->dispatch_now = 0;
+	return 0;
+}
+
 static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	Relay *r = userdata;
@@ -763,7 +886,13 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		r->cfg.max_pending = 64;
 	if (r->cfg.max_bad_frames == 0)
 		r->cfg.max_bad_frames = 8;
+	if (r->cfg.max_slow_sends == 0)
+		r->cfg.max_slow_sends = 2;
 	r->next_client_id = 1;
+	if (r->cfg.max_clients_per_uid == 0)
+		r->cfg.max_clients_per_uid = MAX(r->cfg.max_clients / 2, 1u);
+	r->clients_per_uid = g_hash_table_new(g_direct_hash, g_direct_equal);
+	g_queue_init(&r->unregistered);
 	if (r->cfg.max_half_open == 0)
 		r->cfg.max_half_open = r->cfg.max_sessions;
 	if (r->cfg.max_half_open_per_peer == 0)
@@ -778,6 +907,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, relay_client_free);
 	r->gid_owners = g_hash_table_new_full(gid_hash, gid_hash_equal, g_free, NULL);
 	r->dirty = g_ptr_array_new();
+	r->resumed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 	r->sinks = g_array_new(FALSE, FALSE, sizeof(RelayEventSink));
 	if (cfg->trace)
 		relay_add_event_sink(r, relay_text_trace_sink, cfg->trace);
@@ -792,6 +922,20 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return e;
 	}
+	/* The fake port of tests and fuzzers sends inline and never blocks. */
+	if (!port->fake_send && r->cfg.send_threads > 0) {
+		UmadSenderConfig scfg = {
+			.threads = r->cfg.send_threads,
+			.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
+			.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
+			.max_queued = 4096,
+		};
+
+		/* Without sender threads (logged), sends are written inline,
+		 * as before: slower to fail, but nothing is lost. */
+		if (umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender) < 0)
+			r->sender = NULL;
+	}
 	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, relay_rx_on_umad_io, r);
 	if (e >= 0)
 		e = sd_event_add_io(event, &r->clients_io, r->client_ep, EPOLLIN,
@@ -801,6 +945,16 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 				      relay_on_session_timer, r);
 	if (e >= 0)
 		e = sd_event_source_set_enabled(r->timer, SD_EVENT_OFF);
+	if (e >= 0)
+		e = sd_event_add_defer(event, &r->resume_src, relay_on_resume, r);
+	if (e >= 0)
+		e = sd_event_source_set_enabled(r->resume_src, SD_EVENT_OFF);
+	if (e >= 0 && r->cfg.register_timeout_ms > 0) {
+		e = sd_event_add_time(event, &r->register_timer, CLOCK_MONOTONIC, UINT64_MAX, 100000,
+				      relay_on_register_timer, r);
+		if (e >= 0)
+			e = sd_event_source_set_enabled(r->register_timer, SD_EVENT_OFF);
+	}
 	if (e < 0) {
 		relay_free(r);
 		return e;
@@ -813,11 +967,21 @@ void relay_free(Relay *r)
 {
 	if (!r)
 		return;
+	/* First: its threads end, and what they had is reported while the
+	 * clients are still there. */
+	relay_finish_sends(r);
 	sd_event_source_disable_unref(r->umad_io);
 	sd_event_source_disable_unref(r->clients_io);
 	sd_event_source_disable_unref(r->timer);
+	sd_event_source_disable_unref(r->register_timer);
+	sd_event_source_disable_unref(r->resume_src);
+	if (r->resumed)
+		g_array_free(r->resumed, TRUE);
+	g_queue_clear(&r->unregistered);
 	if (r->clients)
 		g_hash_table_destroy(r->clients);
+	if (r->clients_per_uid)
+		g_hash_table_destroy(r->clients_per_uid);
 	if (r->client_ep >= 0)
 		close(r->client_ep);
 	g_free(r->fd_events);
@@ -838,6 +1002,14 @@ void relay_free(Relay *r)
 	umad_port_close(r->port);
 	sd_event_unref(r->event);
 	g_free(r);
+}
+
+void relay_finish_sends(Relay *r)
+{
+	UmadSender *s = r->sender;
+
+	r->sender = NULL;
+	umad_sender_free(s);
 }
 
 void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),

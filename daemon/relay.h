@@ -24,12 +24,18 @@
 
 typedef struct RelayConfig {
 	uint32_t max_clients;
+	uint32_t max_clients_per_uid; /* connections of one uid (0: half of max_clients) */
+	uint32_t register_timeout_ms; /* a connection with no GID by then is closed (0: never) */
 	uint32_t max_gids;     /* per client */
 	uint32_t max_sessions; /* per client: sessions it starts or has established */
 	uint32_t max_half_open;	 /* per client: peer-started sessions not yet established */
 	uint32_t max_half_open_per_peer; /* per client and peer GID (or LID) */
 	uint32_t max_total_half_open;	 /* daemon-wide */
 	uint32_t max_total_sessions;	 /* daemon-wide: bounds the table's memory */
+	uint32_t max_slow_sends; /* per client: MADs waiting for a sender thread */
+	uint32_t send_threads;	 /* sender threads (0: the relay's sends are inline) */
+	uint32_t send_fast_ms;	 /* a destination that took a write stays fast this long */
+	uint32_t send_fail_ms;	 /* one that did not answer fails at once this long */
 	uint32_t max_queued;   /* per client: inbound MAD frames waiting */
 	uint32_t max_pending;  /* per client: responses waiting before input pauses */
 	uint32_t max_bad_frames; /* consecutive bad frames before disconnect */
@@ -69,6 +75,7 @@ typedef enum TxReject {
 	TX_REJECT_NO_DESTINATION, /* no destination GID could be found */
 	TX_REJECT_NO_PORT_GID,	  /* sgid is not in the port's GID table */
 	TX_REJECT_SEND_FAILED,	  /* the kernel refused the send */
+	TX_REJECT_SEND_BUSY,	  /* every sender thread's queue is full */
 	TX_REJECT_COUNT,
 } TxReject;
 
@@ -164,6 +171,13 @@ void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const Relay
 void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Session *s),
 			   void *userdata);
 const UmadPort *relay_port(const Relay *r);
+
+/**
+ * relay_finish_sends() - wait for the sender threads' writes in progress
+ * and account for them (counters, responses), then stop the threads; any
+ * later send is written inline. For shutdown, before the last counters.
+ */
+void relay_finish_sends(Relay *r);
 
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);

@@ -124,14 +124,57 @@ void umad_port_close(UmadPort *p)
 	g_free(p);
 }
 
+/* libibumad's send, as 0 or the negative errno of the kernel's write(). */
+static int umad_port_write(int fd, int agent_id, UmadBuffer *buf, size_t mad_len)
+{
+	errno = 0;
+	if (umad_send(fd, agent_id, buf, (int)mad_len, 0, 0) < 0)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
 int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len)
 {
 	if (p->fake_send)
 		return p->fake_send(p->fake_userdata, buf, mad_len);
+	return umad_port_write(p->fd, p->agent_id, buf, mad_len);
+}
+
+int umad_port_open_send_fd(const UmadPort *p, UmadSendFd *ret)
+{
+	int fd, agent;
+
+	if (p->fake_send)
+		return -EOPNOTSUPP;
+	fd = umad_open_port(p->dev, p->port);
+	if (fd < 0)
+		return fd;
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	errno = 0;
-	if (umad_send(p->fd, p->agent_id, buf, (int)mad_len, 0, 0) < 0)
-		return errno ? -errno : -EIO;
+	agent = umad_register(fd, CM_MGMT_CLASS, CM_CLASS_VERSION, 0, NULL);
+	if (agent < 0) {
+		int e = errno ? errno : EPERM;
+
+		(void)umad_close_port(fd);
+		return -e;
+	}
+	ret->fd = fd;
+	ret->agent_id = agent;
 	return 0;
+}
+
+void umad_port_close_send_fd(UmadSendFd *s)
+{
+	if (s->fd < 0)
+		return;
+	(void)umad_unregister(s->fd, s->agent_id);
+	(void)umad_close_port(s->fd);
+	s->fd = -1;
+}
+
+int umad_port_send_on(const UmadSendFd *s, UmadBuffer *buf, size_t mad_len)
+{
+	return umad_port_write(s->fd, s->agent_id, buf, mad_len);
 }
 
 int umad_port_recv(UmadPort *p, UmadBuffer *buf, size_t *mad_len)

@@ -66,6 +66,26 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
  */
 int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len);
 
+/*
+ * A umad fd of its own for one sender thread, with a send-only CM agent
+ * (no method mask: it never competes for the class, and replies still
+ * come to the port's agent, because CM messages are all Sends). The kernel
+ * holds a fd's mutex for a whole write, address resolution included
+ * (about a second for an unreachable RoCE destination), so threads that
+ * shared a fd would wait for each other, and the loop's own reads and
+ * polls on it would wait too.
+ */
+typedef struct UmadSendFd {
+	int fd;
+	int agent_id;
+} UmadSendFd;
+
+/* Open a send fd on @p's device and port. Return: 0 or a negative errno. */
+int umad_port_open_send_fd(const UmadPort *p, UmadSendFd *ret);
+void umad_port_close_send_fd(UmadSendFd *s);
+/* Send one MAD on @s (see umad_port_send()); may block in the kernel. */
+int umad_port_send_on(const UmadSendFd *s, UmadBuffer *buf, size_t mad_len);
+
 /**
  * umad_port_recv() - take one received MAD without blocking.
  * @mad_len: out, MAD bytes (24 for a header-only status packet)

@@ -158,7 +158,7 @@ static void check_counters(const Daemon *d, const int64_t tx[12], const int64_t 
 		g_assert_cmpint(member_int(drop, l->data), ==, 0);
 	g_clear_pointer(&names, g_list_free);
 	names = json_object_get_members(refused);
-	g_assert_cmpuint(g_list_length(names), ==, 12);
+	g_assert_cmpuint(g_list_length(names), ==, 13);
 	for (GList *l = names; l; l = l->next)
 		g_assert_cmpint(member_int(refused, l->data), ==, 0);
 	g_assert_cmpint(member_int(o, "reg_ok"), ==, d->ca[3] == 'A' ? 2 : 1);

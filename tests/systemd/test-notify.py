@@ -10,7 +10,10 @@
 #   SIGTERM and nothing after it; every message from the daemon's own pid.
 # And the sd_watchdog_enabled() rules: WATCHDOG_PID naming the daemon (or
 # absent) enables the pings, WATCHDOG_PID naming another process disables
-# them. And a daemon that fails to start never sends READY=1.
+# them. The watchdog is fed only while the loop turns: a loop held up
+# inside a call (the simulated kernel's `stall`) stops the pings, although
+# the daemon's other threads run on. And a daemon that fails to start
+# never sends READY=1.
 #
 # Environment (set by meson): RDMACM_MUX_BIN UMAD_SIM_LIB UMAD_SIM_CLI.
 import os
@@ -196,6 +199,38 @@ def watchdog_disabled(tmp, fabric):
         log.close()
 
 
+def watchdog_stalled_loop(tmp, fabric):
+    # The loop is held inside umad_recv() for 1.5 s: no WATCHDOG=1 may come
+    # in that time (systemd would kill such a daemon, as it should), and
+    # the pings resume when the loop turns again.
+    extra = {"WATCHDOG_USEC": str(WATCHDOG_USEC)}
+    proc, notify, sock, log = run_daemon(tmp, fabric, "stalled", extra)
+    try:
+        check(notify.wait_for(lambda l: l == "READY=1", 10), "stalled: READY=1 arrives")
+        check(notify.wait_for(lambda l: l == "WATCHDOG=1", 2), "stalled: WATCHDOG=1 before the stall")
+        t_stall = time.monotonic()
+        subprocess.run([os.environ["UMAD_SIM_CLI"], "stall", fabric, "simA", "1", "1500"],
+                       check=True, stdout=subprocess.DEVNULL)
+        t_end = time.monotonic() + 3.0
+        while time.monotonic() < t_end:
+            notify.read(0.1)
+        times = [m[0] for m in notify.msgs if m[2] == "WATCHDOG=1"]
+        gaps = [b - a for a, b in zip(times, times[1:]) if b > t_stall]
+        check(gaps and max(gaps) >= 1.3,
+              f"stalled: no WATCHDOG=1 while the loop is held up (largest gap "
+              f"{max(gaps) if gaps else 0:.3f} s, the stall 1.5 s)")
+        check(times and times[-1] > t_stall + 1.5,
+              "stalled: WATCHDOG=1 again once the loop turns")
+        stopping, rc = stop(proc, notify)
+        check(stopping and rc == 0, "stalled: STOPPING=1 and exit 0")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        notify.close()
+        log.close()
+
+
 def failures(tmp, fabric):
     # No such device: exit 4, and READY=1 must never be sent.
     proc, notify, sock, log = run_daemon(tmp, fabric, "nodev", {}, device="nosuchdev")
@@ -237,6 +272,7 @@ def main():
         full_contract(tmp, fabric, "no-pid", wrap_pid=False)
         full_contract(tmp, fabric, "own-pid", wrap_pid=True)
         watchdog_disabled(tmp, fabric)
+        watchdog_stalled_loop(tmp, fabric)
         failures(tmp, fabric)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

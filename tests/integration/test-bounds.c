@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of the loop and the daemon's bounds under a hostile
+ * tenant: sends to unreachable destinations (the kernel resolves the MAC
+ * inside write(); the simulated fabric stalls such a write for a second)
+ * never hold up other clients and keep a QEMU client's responses in
+ * order; one user cannot take every client slot; a connection that never
+ * registers a GID does not keep its slot.
+ */
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define UNREACHABLE 10
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Daemon *da, *db;
+	uint32_t tid;
+} Fixture;
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	daemon_free(f->da);
+	daemon_free(f->db);
+	fabric_free(f->fabric);
+}
+
+static void unreachable_setup(Fixture *f, gconstpointer data)
+{
+	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "1000",
+				       NULL };
+
+	(void)data;
+	f->fabric = fabric_new_args(fabric);
+	f->da = daemon_start(f->fabric, "simA", NULL);
+	f->db = daemon_start(f->fabric, "simB", NULL);
+	f->tid = 0x7000;
+}
+
+static int cmp_int64(gconstpointer a, gconstpointer b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Ten REQs to ten unreachable GIDs are in flight (each write waits a
+ * second); meanwhile another client's requests are answered at once, and
+ * the ten fail with ETIMEDOUT as before.
+ */
+static void test_unreachable_holds_up_nobody(Fixture *f, gconstpointer data)
+{
+	Vm *u = vm_new(f->da, "::ffff:10.0.1.3", "u");
+	Vm *a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_inbound in;
+	uint32_t tickets[UNREACHABLE];
+	int64_t took[5];
+	uint8_t mad[256];
+	g_autofree char *out = NULL;
+	(void)data;
+
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+		uint8_t nowhere[16];
+
+		gid_parse(text, nowhere);
+		memcpy(addr.gid, nowhere, 16);
+		mad_build_req(mad, 0x100 + i, u->gid, nowhere, ++f->tid);
+		g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[i]),
+				==, 0);
+	}
+	/* Let the daemon take them in and start the writes. */
+	(void)rdmacm_mux_process(u->mux);
+	g_usleep(100000);
+
+	for (unsigned i = 0; i < G_N_ELEMENTS(took); i++) {
+		int64_t t0 = g_get_monotonic_time();
+
+		mad_build_req(mad, 0x200 + i, a1->gid, b1->gid, ++f->tid);
+		g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
+		took[i] = g_get_monotonic_time() - t0;
+		vm_expect(b1, CM_REQ, &in);
+	}
+	qsort(took, G_N_ELEMENTS(took), sizeof(took[0]),
+	      (int (*)(const void *, const void *))cmp_int64);
+	g_test_message("another client's requests during %d unreachable sends: median %" G_GINT64_FORMAT
+		       " us, max %" G_GINT64_FORMAT " us",
+		       UNREACHABLE, took[2], took[4]);
+	g_assert_cmpint(took[2], <, 50000);
+	g_assert_cmpint(took[4], <, 900000); /* never a whole address timeout */
+
+	/* The ten still get their answer, each the kernel's error. */
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], 20000, &resp), ==, 0);
+		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
+	}
+	vm_free(u);
+	vm_free(a1);
+	vm_free(b1);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	out = daemon_output(f->da);
+	g_assert_cmpint(daemon_output_counter(out, "tx refused, send-failed"), ==, UNREACHABLE);
+	g_assert_cmpint(daemon_output_attr(out, "REQ", false), ==, 5);
+}
+
+/*
+ * A QEMU-style client (one blocking read for each answer) whose MAD waits
+ * for an address: a MAD routed to it meanwhile comes after the answer,
+ * never before, and its next request's answer after that one.
+ */
+static void test_qemu_order_behind_a_slow_send(Fixture *f, gconstpointer data)
+{
+	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	uint8_t qgid[16], nowhere[16], mad[256];
+	struct rdmacm_mux_msg m;
+	int fd = raw_connect(f->da);
+	(void)data;
+
+	gid_parse("::ffff:10.0.1.4", qgid);
+	gid_parse("::ffff:10.0.5.77", nowhere);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, qgid);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+
+	/* Its REQ to nowhere (QEMU's own GID in addr.gid), not waiting. */
+	raw_frame(&m, RDMACM_MUX_OP_CODE_MAD, qgid);
+	mad_build_req(mad, 0x31, qgid, nowhere, ++f->tid);
+	memcpy(m.umad.mad, mad, 256);
+	m.umad_len = 256;
+	m.umad.hdr.addr.grh_present = 1;
+	memcpy(m.umad.hdr.addr.gid, qgid, 16);
+	raw_send(fd, &m);
+	/* A REQ for it arrives meanwhile, and it asks to UNREG a GID it
+	 * does not own. */
+	g_usleep(100000);
+	mad_build_req(mad, 0x41, b1->gid, qgid, ++f->tid);
+	g_assert_cmpint(vm_send(b1, qgid, mad), ==, 0);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_UNREG, nowhere);
+	raw_send(fd, &m);
+
+	/* First the REQ's answer (after the write's second), then the other
+	 * answer, then the inbound REQ. */
+	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, 0);
+	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpint(m.hdr.err_code, ==, -ETIMEDOUT);
+	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, 0);
+	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_UNREG);
+	g_assert_cmpint(m.hdr.err_code, ==, RDMACM_MUX_ERR_CODE_ENOTFOUND);
+	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, 0);
+	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmphex(mad_attr(m.umad.mad), ==, CM_REQ);
+	close(fd);
+	vm_free(b1);
+}
+
+/* ---- one user, many connections ---- */
+
+static void limits_setup(Fixture *f, gconstpointer data)
+{
+	f->fabric = fabric_new("two-hosts");
+	/* Other users reach the socket in it (its mode decides the rest). */
+	g_assert_cmpint(chmod(f->fabric->dir, 0711), ==, 0);
+	f->da = daemon_start(f->fabric, "simA", data);
+	f->tid = 0x7100;
+}
+
+/* Connect as uid/gid 65534 and REG @gid; exit status 0 when accepted. */
+static int connect_as_nobody(const Daemon *d, const char *gid)
+{
+	pid_t pid = fork();
+	int status;
+
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0) {
+		struct rdmacm_mux_msg m;
+		uint8_t g[16];
+		int fd;
+
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(3);
+		g_strlcpy(sa.sun_path, d->socket, sizeof(sa.sun_path));
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(4);
+		gid_parse(gid, g);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+		raw_send(fd, &m);
+		_exit(raw_recv(fd, &m, 3000) == 0 && m.hdr.err_code == 0 ? 0 : 1);
+	}
+	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+	g_assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static const char *const per_uid_opts[] = { "--mode", "0666", "--max-clients", "8",
+					    "--max-clients-per-uid", "3", NULL };
+
+static void test_per_uid_limit(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_msg m;
+	int fds[4];
+	uint8_t g[16];
+	(void)data;
+
+	/* One user's fourth connection is closed at once. (One at a time,
+	 * each answered: daemon_start()'s own probe connection is gone by
+	 * then.) */
+	for (int i = 0; i < 3; i++) {
+		g_autofree char *gid = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
+
+		fds[i] = raw_connect(f->da);
+		gid_parse(gid, g);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+		g_assert_cmpint(raw_request(fds[i], &m), ==, 0);
+	}
+	fds[3] = raw_connect(f->da);
+	g_assert_cmpint(raw_recv(fds[3], &m, 2000), ==, -EPIPE);
+	/* ...while another user still gets in. */
+	g_assert_cmpint(connect_as_nobody(f->da, "::ffff:10.0.1.5"), ==, 0);
+	/* A slot that frees is the user's again. */
+	close(fds[0]);
+	g_usleep(100000);
+	fds[0] = raw_connect(f->da);
+	gid_parse("::ffff:10.0.1.6", g);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+	g_assert_cmpint(raw_request(fds[0], &m), ==, 0);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+}
+
+static const char *const register_opts[] = { "--register-timeout", "300", NULL };
+
+/* A connection that registers nothing is closed; one that does stays. */
+static void test_register_timeout(Fixture *f, gconstpointer data)
+{
+	Vm *vm = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	struct rdmacm_mux_msg m;
+	int idle = raw_connect(f->da);
+	int64_t t0 = g_get_monotonic_time();
+	g_autofree char *out = NULL;
+	(void)data;
+
+	g_assert_cmpint(raw_recv(idle, &m, 5000), ==, -EPIPE);
+	g_assert_cmpint(g_get_monotonic_time() - t0, >=, 250000);
+	close(idle);
+	/* The registered one is still served. */
+	g_assert_cmpuint(vm_stats(vm).gids, ==, 1);
+	vm_free(vm);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	out = daemon_output(f->da);
+	g_assert_nonnull(strstr(out, "registered no GID in time"));
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add("/bounds/unreachable-holds-up-nobody", Fixture, NULL, unreachable_setup,
+		   test_unreachable_holds_up_nobody, fixture_teardown);
+	g_test_add("/bounds/qemu-order-behind-a-slow-send", Fixture, NULL, unreachable_setup,
+		   test_qemu_order_behind_a_slow_send, fixture_teardown);
+	g_test_add("/bounds/per-uid-limit", Fixture, per_uid_opts, limits_setup, test_per_uid_limit,
+		   fixture_teardown);
+	g_test_add("/bounds/register-timeout", Fixture, register_opts, limits_setup,
+		   test_register_timeout, fixture_teardown);
+	return g_test_run();
+}
