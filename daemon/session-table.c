@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -24,8 +26,29 @@
  */
 #define HUGE_PAGE (2u << 20)
 
+/*
+ * A table kept in a memfd (session_table_new_in()) starts with this page;
+ * the slots follow it. Everything else (indexes, timer lists, owner lists,
+ * counts) is derived from the slots, so a successor rebuilds it
+ * (session_table_adopt()).
+ */
+#define SESSION_FILE_MAGIC "RMUXSESS"
+#define SESSION_FILE_VERSION 1u
+#define SESSION_FILE_HEADER 4096u
+
+typedef struct SessionFileHeader {
+	char magic[8];
+	uint32_t version;
+	uint32_t session_size; /* sizeof(Session) of the writer */
+	uint32_t capacity;
+	uint32_t used;
+} SessionFileHeader;
+
 struct SessionTable {
 	Session *slots;	  /* slots[handle - 1] */
+	int fd;		  /* the memfd the slots live in, or -1 */
+	SessionFileHeader *file; /* its mapping, header first; NULL without a fd */
+	size_t file_bytes;
 	uint32_t capacity; /* a power of two; also the bucket count */
 	uint32_t used;	   /* slots ever handed out (high-water mark) */
 	uint32_t live;
@@ -236,6 +259,27 @@ static void table_free(void *p, size_t bytes)
 		munmap(p, (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
 }
 
+/* The slots in the memfd, now with room for @cap: the file grows and is
+ * mapped again whole; what it holds stays where it is. Return: the slots,
+ * or NULL. */
+static Session *file_map(SessionTable *t, uint32_t cap)
+{
+	size_t bytes = SESSION_FILE_HEADER + (size_t)cap * sizeof(Session);
+	void *p;
+
+	if (ftruncate(t->fd, (off_t)bytes) < 0)
+		return NULL;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (t->file)
+		munmap(t->file, t->file_bytes);
+	t->file = p;
+	t->file_bytes = bytes;
+	t->file->capacity = cap;
+	return (Session *)((uint8_t *)p + SESSION_FILE_HEADER);
+}
+
 static int grow(SessionTable *t)
 {
 	uint32_t cap = t->capacity ? t->capacity * 2 : INITIAL_CAPACITY;
@@ -247,20 +291,23 @@ static int grow(SessionTable *t)
 		return -ENOMEM;
 	/* New arrays rather than realloc(): pages that mremap() moves would
 	 * stay small. The copy is what realloc() often does anyway. */
-	slots = table_alloc(slot_bytes);
+	slots = t->fd >= 0 ? file_map(t, cap) : table_alloc(slot_bytes);
 	w = table_alloc(index_bytes);
 	c = table_alloc(index_bytes);
 	p = table_alloc(index_bytes);
 	if (!slots || !w || !c || !p) {
-		table_free(slots, slot_bytes);
+		if (t->fd < 0)
+			table_free(slots, slot_bytes);
 		table_free(w, index_bytes);
 		table_free(c, index_bytes);
 		table_free(p, index_bytes);
 		return -ENOMEM;
 	}
-	if (t->used)
-		memcpy(slots, t->slots, (size_t)t->used * sizeof(Session));
-	table_free(t->slots, (size_t)t->capacity * sizeof(Session));
+	if (t->fd < 0) {
+		if (t->used)
+			memcpy(slots, t->slots, (size_t)t->used * sizeof(Session));
+		table_free(t->slots, (size_t)t->capacity * sizeof(Session));
+	}
 	table_free(t->wire_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->client_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->peer_buckets, (size_t)t->capacity * sizeof(uint32_t));
@@ -273,28 +320,60 @@ static int grow(SessionTable *t)
 	return 0;
 }
 
-SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
+static SessionTable *table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd)
 {
 	SessionTable *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
+	t->fd = fd;
 	memcpy(t->timeouts_ms, timeouts_ms, SESSION_TIMER_COUNT * sizeof(uint32_t));
 	/* A dead session's id stays reserved for as long as a closing one. */
 	t->timeouts_ms[TIMER_TOMB] = timeouts_ms[SESSION_TIMER_CLOSING];
 	t->max_tombs = DEFAULT_MAX_TOMBSTONES;
-	if (grow(t) < 0) {
+	return t;
+}
+
+SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
+{
+	SessionTable *t = table_new_empty(timeouts_ms, -1);
+
+	if (t && grow(t) < 0) {
 		session_table_free(t);
 		return NULL;
 	}
 	return t;
 }
 
+int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
+			 SessionTable **ret)
+{
+	SessionTable *t = table_new_empty(timeouts_ms, fd);
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	if (ftruncate(fd, 0) < 0 || grow(t) < 0) {
+		r = errno ? -errno : -ENOMEM;
+		t->fd = -1; /* the caller's */
+		session_table_free(t);
+		return r;
+	}
+	memcpy(t->file->magic, SESSION_FILE_MAGIC, sizeof(t->file->magic));
+	t->file->version = SESSION_FILE_VERSION;
+	t->file->session_size = sizeof(Session);
+	*ret = t;
+	return 0;
+}
+
 void session_table_free(SessionTable *t)
 {
 	if (!t)
 		return;
-	table_free(t->slots, (size_t)t->capacity * sizeof(Session));
+	if (t->file)
+		munmap(t->file, t->file_bytes);
+	else
+		table_free(t->slots, (size_t)t->capacity * sizeof(Session));
 	table_free(t->wire_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->client_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->peer_buckets, (size_t)t->capacity * sizeof(uint32_t));
@@ -437,6 +516,8 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 		if (t->used == t->capacity && grow(t) < 0)
 			return 0;
 		h = ++t->used;
+		if (t->file)
+			t->file->used = t->used;
 	}
 	s = slot(t, h);
 	memset(s, 0, sizeof(*s));
@@ -798,6 +879,171 @@ int64_t session_timer_left_ms(const Session *s, uint64_t now)
 		return -1;
 	int32_t left = (int32_t)(s->deadline_ms - ms_ticks(now));
 	return left < 0 ? 0 : left;
+}
+
+/* ---- taking over a predecessor's table ---- */
+
+typedef struct TimerEntry {
+	int32_t left; /* ms to the deadline from the time of the take-over */
+	uint32_t handle;
+} TimerEntry;
+
+static int timer_entry_cmp(const void *a, const void *b)
+{
+	const TimerEntry *x = a, *y = b;
+
+	return x->left < y->left ? -1 : x->left > y->left ? 1 : (x->handle > y->handle) - (x->handle < y->handle);
+}
+
+/* Whether slot @s holds a session this table could have written. */
+static bool slot_plausible(const Session *s)
+{
+	uint8_t in = s->flags & (SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER);
+
+	if (s->flags & ~(SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER |
+			 SESSION_F_REMOTE | SESSION_F_HALF_OPEN | SESSION_F_LIVE))
+		return false;
+	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT)
+		return false;
+	if (((in & SESSION_F_IN_WIRE) && s->wire_id == 0) ||
+	    ((in & SESSION_F_IN_CLIENT) && s->client_comm_id == 0))
+		return false;
+	return !(s->flags & SESSION_F_HALF_OPEN) || (s->flags & SESSION_F_REMOTE);
+}
+
+/* Whether an index already holds the key @h would be filed under. */
+static bool key_taken(SessionTable *t, uint32_t h, SessionChain c)
+{
+	const Session *s = slot(t, h);
+	uint64_t hash;
+	uint32_t *buckets = index_of(t, h, c, &hash);
+
+	for (uint32_t o = buckets[bucket_of(t, hash)]; o; o = *chain_next(t, o, c)) {
+		const Session *x = slot(t, o);
+
+		if (c == CHAIN_WIRE && x->wire_id == s->wire_id)
+			return true;
+		if (c == CHAIN_CLIENT && x->client_id == s->client_id &&
+		    x->client_comm_id == s->client_comm_id)
+			return true;
+	}
+	return false;
+}
+
+int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
+			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
+			SessionTable **ret)
+{
+	SessionFileHeader h;
+	struct stat st;
+	SessionTable *t;
+	size_t index_bytes;
+	GArray *timers[TIMER_LISTS];
+	uint32_t dropped = 0, now_ms = ms_ticks(now);
+	void *map;
+
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fstat(fd, &st) < 0)
+		return -EINVAL;
+	if (memcmp(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic)) != 0 ||
+	    h.version != SESSION_FILE_VERSION || h.session_size != sizeof(Session) ||
+	    h.capacity < INITIAL_CAPACITY || h.capacity > (1u << 30) ||
+	    (h.capacity & (h.capacity - 1)) || h.used > h.capacity ||
+	    (uint64_t)st.st_size < SESSION_FILE_HEADER + (uint64_t)h.capacity * sizeof(Session))
+		return -EINVAL;
+	t = table_new_empty(timeouts_ms, fd);
+	if (!t)
+		return -ENOMEM;
+	t->file_bytes = SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session);
+	map = mmap(NULL, t->file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	index_bytes = (size_t)h.capacity * sizeof(uint32_t);
+	if (map == MAP_FAILED) {
+		t->fd = -1;
+		session_table_free(t);
+		return -ENOMEM;
+	}
+	t->file = map;
+	t->slots = (Session *)((uint8_t *)map + SESSION_FILE_HEADER);
+	t->capacity = h.capacity;
+	t->used = h.used;
+	t->clock_ms = now_ms;
+	t->wire_buckets = table_alloc(index_bytes);
+	t->client_buckets = table_alloc(index_bytes);
+	t->peer_buckets = table_alloc(index_bytes);
+	if (!t->wire_buckets || !t->client_buckets || !t->peer_buckets) {
+		t->fd = -1;
+		session_table_free(t);
+		return -ENOMEM;
+	}
+	for (unsigned k = 0; k < TIMER_LISTS; k++)
+		timers[k] = g_array_new(FALSE, FALSE, sizeof(TimerEntry));
+
+	/* Slot by slot: a session whose owner is back and whose fields and
+	 * keys hold up is kept, with its timer; a tombstone keeps its id;
+	 * anything else becomes a free slot. */
+	for (uint32_t i = t->used; i >= 1; i--) {
+		Session *s = slot(t, i);
+		SessionList *owner = NULL;
+		bool keep = false, tomb = false;
+
+		if (s->flags == (SESSION_F_IN_WIRE | SESSION_F_TOMB) && s->wire_id != 0) {
+			tomb = !key_taken(t, i, CHAIN_WIRE);
+		} else if ((s->flags & SESSION_F_LIVE) && slot_plausible(s)) {
+			owner = owner_of(userdata, s->client_id);
+			keep = owner && !((s->flags & SESSION_F_IN_WIRE) && key_taken(t, i, CHAIN_WIRE)) &&
+			       !((s->flags & SESSION_F_IN_CLIENT) && key_taken(t, i, CHAIN_CLIENT));
+		}
+		if (tomb || keep) {
+			TimerEntry e = { (int32_t)(s->deadline_ms - now_ms), i };
+			unsigned kind = tomb ? TIMER_TOMB : s->timer;
+
+			s->next_wire = s->next_client = s->next_peer = 0;
+			s->timer_prev = s->timer_next = 0;
+			s->owner_prev = s->owner_next = 0;
+			s->timer = SESSION_TIMER_NONE;
+			if (s->flags & SESSION_F_IN_WIRE)
+				index_update(t, i, CHAIN_WIRE, true);
+			if (s->flags & SESSION_F_IN_CLIENT)
+				index_update(t, i, CHAIN_CLIENT, true);
+			if (s->flags & SESSION_F_IN_PEER)
+				index_update(t, i, CHAIN_PEER, true);
+			if (kind != SESSION_TIMER_NONE)
+				g_array_append_val(timers[kind], e);
+		}
+		if (tomb) {
+			t->tombs++;
+			continue;
+		}
+		if (!keep) {
+			if (s->flags & SESSION_F_LIVE)
+				dropped++;
+			slot_release(t, i);
+			continue;
+		}
+		s->owner_next = owner->head;
+		if (owner->head)
+			slot(t, owner->head)->owner_prev = i;
+		owner->head = i;
+		owner->count++;
+		t->live++;
+		if (s->flags & SESSION_F_HALF_OPEN) {
+			owner->half_open++;
+			t->half_open++;
+		}
+	}
+	/* Each timer list in deadline order, as arming them would have made it. */
+	for (unsigned k = 0; k < TIMER_LISTS; k++) {
+		qsort(timers[k]->data, timers[k]->len, sizeof(TimerEntry), timer_entry_cmp);
+		for (guint j = 0; j < timers[k]->len; j++) {
+			uint32_t hh = g_array_index(timers[k], TimerEntry, j).handle;
+
+			timer_link(t, hh, k, slot(t, hh)->deadline_ms);
+		}
+		g_array_free(timers[k], TRUE);
+	}
+	if (ret_dropped)
+		*ret_dropped = dropped;
+	*ret = t;
+	return 0;
 }
 
 /* Whether slot @s is filed in index @c: live sessions in the indexes their

@@ -112,6 +112,27 @@ typedef void (*SessionRemovedFn)(void *userdata, const Session *s);
  *               (index SESSION_TIMER_NONE is ignored); each < 2^31
  */
 SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT]);
+/**
+ * session_table_new_in() - an empty table whose sessions live in the memfd
+ * @fd (truncated first; the caller keeps the fd), so that a successor can
+ * take them over (session_table_adopt()) even after a crash.
+ * Return: 0 or a negative errno.
+ */
+int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
+			 SessionTable **ret);
+/**
+ * session_table_adopt() - take over the table a predecessor kept in @fd.
+ * Nothing in the file is trusted: every session must hold up (flags,
+ * state, timer, unique keys) and have an owner, which @owner_of gives by
+ * client id (NULL: the client is not back, the session goes); the indexes,
+ * timer lists, owner lists and counts are rebuilt. @now (monotonic usec)
+ * is the time of the take-over.
+ * Return: 0 with *@ret_dropped the sessions that did not hold up; -EINVAL
+ * for a file that is not a table of this layout; -ENOMEM.
+ */
+int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
+			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
+			SessionTable **ret);
 void session_table_free(SessionTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SessionTable, session_table_free)
 

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the session table: indexes, wire ids, timers, owners. */
+#include <errno.h>
 #include <glib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "session-table.h"
 
@@ -299,6 +302,82 @@ static void test_half_open_counts(void)
 	g_assert_null(session_table_check(t));
 }
 
+/* Owners 1 and 3 come back after a restart; owner 2 does not. */
+static SessionList *owner_back(void *ud, uint32_t client_id)
+{
+	Owners *o = ud;
+	return client_id == 1 || client_id == 3 ? &o->lists[client_id] : NULL;
+}
+
+/* A table kept in a memfd is taken over by a successor: what holds up is
+ * kept (keys, timers in order, owners, half-open counts, tombstones), what
+ * does not is dropped, and a file that is not a table is refused. */
+static void test_adopt(void)
+{
+	int fd = memfd_create("sessions", MFD_CLOEXEC);
+	SessionTable *t = NULL, *u = NULL;
+	Owners o = { 0 }, back = { 0 };
+	uint32_t a, b, c, d, wa, wb, wd, tomb, dropped = 99;
+
+	g_assert_cmpint(fd, >=, 0);
+	g_assert_cmpint(session_table_new_in(timeouts, fd, &t), ==, 0);
+	a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 1 * SEC);
+	session_table_set_client_comm_id(t, a, 11);
+	wa = session_table_assign_wire_id(t, a);
+	session_table_arm(t, a, SESSION_TIMER_HANDSHAKE, 2 * SEC);
+	b = session_table_add(t, &o.lists[1], 1, SESSION_ESTABLISHED, 1 * SEC);
+	session_table_set_client_comm_id(t, b, 12);
+	wb = session_table_assign_wire_id(t, b);
+	session_table_set_peer(t, b, 77, gid_a, gid_b);
+	session_table_arm(t, b, SESSION_TIMER_HANDSHAKE, 1 * SEC); /* due before a's */
+	c = session_table_add(t, &o.lists[2], 2, SESSION_REQ_RCVD, 1 * SEC);
+	session_table_set_peer(t, c, 78, gid_a, gid_b);
+	d = session_table_add(t, &o.lists[3], 3, SESSION_REQ_RCVD, 1 * SEC);
+	session_table_set_client_comm_id(t, d, 13);
+	wd = session_table_assign_wire_id(t, d);
+	session_table_set_half_open(t, &o.lists[3], d, true);
+	session_table_get(t, d)->flags |= SESSION_F_REMOTE;
+	tomb = session_table_add(t, &o.lists[1], 1, SESSION_CLOSING, 1 * SEC);
+	session_table_set_client_comm_id(t, tomb, 14);
+	session_table_assign_wire_id(t, tomb);
+	session_table_remove(t, &o.lists[1], tomb);
+	/* A crash left one slot torn. */
+	session_table_get(t, d)->state = 200;
+	/* The predecessor dies without a word: its memory is just gone. */
+	session_table_free(t);
+
+	g_assert_cmpint(session_table_adopt(timeouts, fd, 1500000, owner_back, &back, &dropped, &u),
+			==, 0);
+	g_assert_cmpuint(dropped, ==, 2); /* owner 2's, and the torn one */
+	g_assert_null(session_table_check(u));
+	g_assert_cmpuint(session_table_count(u), ==, 2);
+	g_assert_cmpuint(back.lists[1].count, ==, 2);
+	g_assert_cmpuint(back.lists[3].count, ==, 0);
+	g_assert_cmpuint(session_table_half_open_count(u), ==, 0);
+	g_assert_cmpuint(session_table_tombstone_count(u), ==, 1);
+	g_assert_cmpuint(session_table_lookup_wire_id(u, wa), ==, a);
+	g_assert_cmpuint(session_table_lookup_wire_id(u, wb), ==, b);
+	g_assert_cmpuint(session_table_lookup_wire_id(u, wd), ==, 0);
+	g_assert_cmpuint(session_table_lookup_client_comm_id(u, 1, 12), ==, b);
+	g_assert_cmpuint(session_table_lookup_peer(u, 77, gid_a, gid_b), ==, b);
+	/* Timers kept their deadlines and their order: b (2 s), then a (3 s). */
+	g_assert_cmpuint(session_table_next_deadline(u, 1500000), ==, 2 * SEC);
+	g_assert_cmpuint(session_table_expire(u, 2 * SEC, owner_back, &back), ==, 1);
+	g_assert_null(session_table_get(u, b));
+	g_assert_nonnull(session_table_get(u, a));
+	/* The successor goes on in the same file. */
+	g_assert_cmpuint(session_table_add(u, &back.lists[1], 1, SESSION_REQ_SENT, 2 * SEC), !=, 0);
+	g_assert_null(session_table_check(u));
+	session_table_free(u);
+
+	/* Garbage is refused. */
+	g_assert_cmpint(ftruncate(fd, 0), ==, 0);
+	g_assert_cmpint(write(fd, "not a table", 11), ==, 11);
+	g_assert_cmpint(session_table_adopt(timeouts, fd, 0, owner_back, &back, NULL, &u), ==,
+			-EINVAL);
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -312,5 +391,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/session-table/tombstones", test_tombstones);
 	g_test_add_func("/session-table/random-wire-ids", test_wire_ids_are_random);
 	g_test_add_func("/session-table/half-open-counts", test_half_open_counts);
+	g_test_add_func("/session-table/adopt", test_adopt);
 	return g_test_run();
 }
