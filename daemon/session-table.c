@@ -259,6 +259,13 @@ static void table_free(void *p, size_t bytes)
 		munmap(p, (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
 }
 
+/* The slots start one page into the mapping, so they are page aligned;
+ * the cast goes through void * to say so. */
+static Session *session_file_slots(void *map)
+{
+	return (Session *)(void *)((uint8_t *)map + SESSION_FILE_HEADER);
+}
+
 /* The slots in the memfd, now with room for @cap: the file grows and is
  * mapped again whole; what it holds stays where it is. Return: the slots,
  * or NULL. */
@@ -277,7 +284,7 @@ static Session *file_map(SessionTable *t, uint32_t cap)
 	t->file = p;
 	t->file_bytes = bytes;
 	t->file->capacity = cap;
-	return (Session *)((uint8_t *)p + SESSION_FILE_HEADER);
+	return session_file_slots(p);
 }
 
 static int grow(SessionTable *t)
@@ -962,7 +969,7 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 		return -ENOMEM;
 	}
 	t->file = map;
-	t->slots = (Session *)((uint8_t *)map + SESSION_FILE_HEADER);
+	t->slots = session_file_slots(map);
 	t->capacity = h.capacity;
 	t->used = h.used;
 	t->clock_ms = now_ms;
