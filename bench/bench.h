@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "cm-mad.h"
 #include "rdmacm-mux-bytes.h"
 #include "rdmacm-mux-proto.h"
 
@@ -22,13 +23,6 @@
 #define MAX_RUNS 16
 #define BENCH_SEED 0x5eedbe4cull
 
-#define CM_ATTR_REQ 0x10
-#define CM_ATTR_REP 0x13
-#define CM_ATTR_RTU 0x14
-#define CM_ATTR_DREQ 0x15
-#define CM_ATTR_DREP 0x16
-#define MAD_OFF_LOCAL 24
-#define MAD_OFF_REMOTE 28
 #define MAD_OFF_STAMP 32 /* RTU private data: the sender's CLOCK_MONOTONIC ns */
 #define QP1_QKEY 0x80010000u
 
@@ -89,12 +83,6 @@ static inline uint64_t rng_next(uint64_t *s)
 	*s = x;
 	return x * 0x2545f4914f6cdd1dull;
 }
-
-/* A CM MAD header: base version 1, class 0x07 v2, method Send, @attr. */
-void mad_init(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid);
-/* A REQ from @sgid to @dgid (Primary path GIDs filled in). */
-void mad_init_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
-		  const uint8_t dgid[16], uint64_t tid);
 
 /* The wire process (simB): sink and blaster. Never returns. */
 void wire_main(Shared *sh, int ctl_fd) __attribute__((noreturn));

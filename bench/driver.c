@@ -20,6 +20,30 @@
 
 #define SETUP_WINDOW 32
 #define HS_IDLE 0
+#define UNREACHABLE_GIDS 16 /* ::ffff:10.9.0.1 .. .16: no port has them */
+
+/* The run's comm id and TID counters (see driver.h). */
+static uint32_t comm_id_next = 1;
+static uint64_t tid_next;
+
+uint32_t driver_comm_ids(uint32_t n)
+{
+	uint32_t base;
+
+	if (n == 0)
+		n = 1;
+	if (comm_id_next + n < comm_id_next) /* would wrap through 0 */
+		comm_id_next = 1;
+	base = comm_id_next;
+	comm_id_next += n;
+	return base;
+}
+
+uint64_t driver_next_tid(void)
+{
+	/* only the low 32 bits survive the kernel: those must differ */
+	return ++tid_next;
+}
 
 static int write_all_blocking(int fd, const void *p, size_t len)
 {
@@ -90,7 +114,7 @@ static void frame_template(Conn *c, const uint8_t dest[16])
 	m->umad.hdr.addr.gid_index = (uint8_t)c->gid_index; /* what the probe sends with */
 	m->umad.hdr.addr.hop_limit = 64;
 	memcpy(m->umad.hdr.addr.gid, dest, 16);
-	mad_init(m->umad.mad, CM_ATTR_RTU, 0, 0, 0);
+	mad_build(m->umad.mad, CM_RTU, 0, 0, 0);
 }
 
 int driver_connect(Driver *d, const char *sock_path, unsigned first, unsigned n, bool reg,
@@ -203,8 +227,9 @@ static void put_rtu(Conn *c, struct rdmacm_mux_msg *m, uint64_t stamp)
 	uint32_t id = c->n_sess ? 1u + (uint32_t)(rng_next(&c->rng) % c->n_sess) : 1u;
 
 	memcpy(m, &c->tmpl, FRAME_SIZE);
-	put_be32(m->umad.mad + MAD_OFF_LOCAL, id);
-	put_be32(m->umad.mad + 12, (uint32_t)++c->sent);
+	mad_set_local(m->umad.mad, c->id_base + id);
+	mad_set_tid(m->umad.mad, driver_next_tid());
+	c->sent++;
 	memcpy(m->umad.mad + MAD_OFF_STAMP, &stamp, sizeof(stamp));
 }
 
@@ -219,48 +244,67 @@ static void send_hs(Driver *d, Conn *c, uint16_t attr, uint32_t local, uint32_t 
 	}
 	memcpy(m, &c->tmpl, FRAME_SIZE);
 	memcpy(m->umad.hdr.addr.gid, dest, 16);
-	if (attr == CM_ATTR_REQ)
-		mad_init_req(m->umad.mad, local, c->gid, dest, ++c->sent);
+	if (attr == CM_REQ)
+		mad_build_req(m->umad.mad, local, c->gid, dest, driver_next_tid());
 	else
-		mad_init(m->umad.mad, attr, local, remote, ++c->sent);
+		mad_build(m->umad.mad, attr, local, remote, driver_next_tid());
+	c->sent++;
 	conn_flush(d, c, EPOLLIN);
 }
 
+/* A handshake's own comm id: new for each connection, never another client's. */
 static uint32_t next_comm_id(Conn *c)
 {
-	if (++c->hs_local == 0)
-		c->hs_local = 1;
+	c->hs_local = driver_comm_ids(1);
 	return c->hs_local;
+}
+
+/* One REQ to the next of the GIDs no port has; its answer starts the next. */
+static void send_unreachable(Driver *d, Conn *c)
+{
+	struct rdmacm_mux_msg *m = conn_append(c);
+	uint8_t dest[IB_GID_LEN] = { [10] = 0xff, [11] = 0xff, [12] = 10, [13] = 9 };
+
+	if (!m) {
+		d->write_errors++;
+		return;
+	}
+	dest[15] = (uint8_t)(1 + c->unreach_sent++ % UNREACHABLE_GIDS);
+	memcpy(m, &c->tmpl, FRAME_SIZE);
+	memcpy(m->umad.hdr.addr.gid, dest, IB_GID_LEN);
+	mad_build_req(m->umad.mad, driver_comm_ids(1), c->gid, dest, driver_next_tid());
+	c->unreach_busy = true;
+	conn_flush(d, c, EPOLLIN);
 }
 
 static void hs_start(Driver *d, Conn *a)
 {
 	Conn *b = d->conns[d->n_a + a->idx];
 
-	send_hs(d, a, CM_ATTR_REQ, next_comm_id(a), 0, b->gid);
+	send_hs(d, a, CM_REQ, next_comm_id(a), 0, b->gid);
 }
 
 static void hs_inbound(Driver *d, Conn *c, const struct rdmacm_mux_msg *m)
 {
 	const uint8_t *mad = m->umad.mad;
-	uint16_t attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	uint16_t attr = mad_attr(mad);
 	bool side_a = c->idx < d->n_a;
 
-	if (!side_a && attr == CM_ATTR_REQ) {
-		c->hs_peer_wire = get_be32(mad + MAD_OFF_LOCAL);
+	if (!side_a && attr == CM_REQ) {
+		c->hs_peer_wire = mad_local(mad);
 		memcpy(c->hs_peer_gid, m->umad.hdr.addr.gid, 16);
-		send_hs(d, c, CM_ATTR_REP, next_comm_id(c), c->hs_peer_wire, c->hs_peer_gid);
-	} else if (side_a && attr == CM_ATTR_REP) {
-		c->hs_peer_wire = get_be32(mad + MAD_OFF_LOCAL);
-		send_hs(d, c, CM_ATTR_RTU, c->hs_local, c->hs_peer_wire,
+		send_hs(d, c, CM_REP, next_comm_id(c), c->hs_peer_wire, c->hs_peer_gid);
+	} else if (side_a && attr == CM_REP) {
+		c->hs_peer_wire = mad_local(mad);
+		send_hs(d, c, CM_RTU, c->hs_local, c->hs_peer_wire,
 			d->conns[d->n_a + c->idx]->gid);
-	} else if (!side_a && attr == CM_ATTR_RTU) {
+	} else if (!side_a && attr == CM_RTU) {
 		Conn *a = d->conns[c->idx - d->n_a];
 
-		send_hs(d, a, CM_ATTR_DREQ, a->hs_local, a->hs_peer_wire, c->gid);
-	} else if (!side_a && attr == CM_ATTR_DREQ) {
-		send_hs(d, c, CM_ATTR_DREP, c->hs_local, c->hs_peer_wire, c->hs_peer_gid);
-	} else if (side_a && attr == CM_ATTR_DREP) {
+		send_hs(d, a, CM_DREQ, a->hs_local, a->hs_peer_wire, c->gid);
+	} else if (!side_a && attr == CM_DREQ) {
+		send_hs(d, c, CM_DREP, c->hs_local, c->hs_peer_wire, c->hs_peer_gid);
+	} else if (side_a && attr == CM_DREP) {
 		d->cycles++;
 		hs_start(d, c);
 	}
@@ -302,6 +346,13 @@ static void conn_read(Driver *d, Conn *c, DriveMode mode)
 					c->resp_ok++;
 				else
 					c->resp_err++;
+				if (c->unreach_busy) {
+					c->unreach_busy = false;
+					c->unreach_answered++;
+					if (d->running && c->unreachable)
+						send_unreachable(d, c);
+					continue;
+				}
 				if (mode == DRIVE_QEMU && c->busy) {
 					c->busy = false;
 					send_qemu(d, c);
@@ -375,11 +426,13 @@ static int setup_pass(Driver *d, bool rtu, uint64_t *errors)
 					break;
 				memcpy(m, &c->tmpl, FRAME_SIZE);
 				c->sent++;
-				if (rtu)
-					put_be32(m->umad.mad + MAD_OFF_LOCAL, (uint32_t)c->sent);
-				else
-					mad_init_req(m->umad.mad, (uint32_t)c->sent, c->gid, d->sink_gid,
-						     c->sent);
+				if (rtu) {
+					mad_set_local(m->umad.mad, c->id_base + (uint32_t)c->sent);
+					mad_set_tid(m->umad.mad, driver_next_tid());
+				} else {
+					mad_build_req(m->umad.mad, c->id_base + (uint32_t)c->sent, c->gid,
+						      d->sink_gid, driver_next_tid());
+				}
 			}
 			conn_flush(d, c, c->sent < c->n_sess ? (uint32_t)(EPOLLIN | EPOLLOUT) : EPOLLIN);
 		}
@@ -392,14 +445,24 @@ static int setup_pass(Driver *d, bool rtu, uint64_t *errors)
 	return 0;
 }
 
-int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
+void driver_plan_sessions(Driver *d, uint32_t total)
 {
 	unsigned na = driver_active(d);
+
+	for (unsigned i = 0; i < d->n; i++) {
+		Conn *c = d->conns[i];
+
+		c->n_sess = i < na ? total / na + (i < total % na ? 1 : 0) : 0;
+		c->id_base = driver_comm_ids(c->n_sess) - 1;
+	}
+}
+
+int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
+{
 	int e;
 
 	*errors = 0;
-	for (unsigned i = 0; i < d->n; i++)
-		d->conns[i]->n_sess = i < na ? total / na + (i < total % na ? 1 : 0) : 0;
+	driver_plan_sessions(d, total);
 	e = setup_pass(d, false, errors);
 	return e < 0 ? e : setup_pass(d, true, errors);
 }
@@ -453,7 +516,8 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 	for (unsigned i = 0; i < d->n; i++) {
 		Conn *c = d->conns[i];
 
-		err0 += c->resp_err;
+		if (!c->uncounted)
+			err0 += c->resp_err;
 		c->busy = false;
 		c->hs_state = HS_IDLE;
 		set_events(d, c,
@@ -470,6 +534,10 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 		period = (uint64_t)(1e9 / spec->rate);
 		next_send = start;
 	}
+	d->running = true;
+	for (unsigned i = 0; i < d->n; i++)
+		if (d->conns[i]->unreachable && !d->conns[i]->unreach_busy)
+			send_unreachable(d, d->conns[i]);
 
 	while (out->nsnap <= spec->runs) {
 		struct epoll_event evs[256];
@@ -523,16 +591,39 @@ int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out)
 		}
 	}
 	d->lat_on = false;
+	d->running = false;
 	__atomic_store_n(&d->sh->lat_on, 0, __ATOMIC_RELAXED);
 	/* The blaster polls its mode on every send: stop it before draining. */
 	__atomic_store_n(&d->sh->wire_mode, WIRE_SINK, __ATOMIC_RELEASE);
 	drain(d, 100);
 	for (unsigned i = 0; i < d->n; i++)
-		out->resp_err += d->conns[i]->resp_err;
+		if (!d->conns[i]->uncounted)
+			out->resp_err += d->conns[i]->resp_err;
 	out->resp_err -= err0;
 	out->write_errors = d->write_errors;
 	d->lat = NULL;
 	return 0;
+}
+
+int driver_wait_answers(Driver *d, unsigned timeout_ms)
+{
+	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	for (;;) {
+		struct epoll_event evs[256];
+		bool busy = false;
+		int n;
+
+		for (unsigned i = 0; i < d->n; i++)
+			busy |= d->conns[i]->unreach_busy;
+		if (!busy)
+			return 0;
+		if (now_ns() >= end)
+			return -ETIMEDOUT;
+		n = epoll_wait(d->ep, evs, 256, 20);
+		for (int k = 0; k < n; k++)
+			conn_read(d, evs[k].data.ptr, DRIVE_RX);
+	}
 }
 
 /* ---- counted runs (--cost): a fixed number of MADs, however long it takes ---- */

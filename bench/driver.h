@@ -16,10 +16,14 @@ typedef struct Conn {
 	unsigned idx;
 	uint8_t gid[16];
 	int gid_index;	   /* the GID's index in simA's table */
-	uint32_t n_sess;   /* this client's comm ids are 1..n_sess */
+	uint32_t n_sess;   /* sessions: comm ids id_base + 1 .. id_base + n_sess */
+	uint32_t id_base;  /* from driver_comm_ids(): no other client has these */
 	uint64_t rng;
 	bool slow;	   /* never reads during a run */
-	bool uncounted;	   /* its inbound MADs are not in Snap.inbound */
+	bool uncounted;	   /* its inbound MADs and failed requests are in no figure */
+	bool unreachable;  /* sends REQs to GIDs no port has, one at a time */
+	bool unreach_busy; /* such a REQ awaits its answer */
+	uint64_t unreach_sent, unreach_answered;
 	bool busy;	   /* QEMU pattern: a request is outstanding */
 	uint32_t events;   /* epoll mask in force */
 	uint64_t sent, resp_ok, resp_err, inbound;
@@ -76,14 +80,31 @@ typedef struct Driver {
 	uint64_t write_errors;
 	Hist *lat;
 	bool lat_on;
+	bool running; /* inside driver_run(): answers may start new requests */
 } Driver;
 
 /* Connect @n clients to @sock_path; @reg: REG GID ::ffff:10.1.(i/250).(i%250+1). */
 int driver_connect(Driver *d, const char *sock_path, unsigned first, unsigned n, bool reg,
 		   const uint8_t (*gids)[16], const int *gid_index);
 void driver_close_all(Driver *d);
-/* Pre-create @total sessions (REQs to the sink), spread evenly over the clients. */
+/*
+ * Comm ids and TIDs: every message a client sends carries a TID no other
+ * message of the run has, and every client has comm ids no other client
+ * has, so that a mux that relays them as they are (QEMU's own, which routes
+ * inbound MADs by comm id) gets correct traffic, not only one that remaps.
+ * @n consecutive ids, never 0.
+ */
+uint32_t driver_comm_ids(uint32_t n);
+uint64_t driver_next_tid(void);
+/* Spread @total sessions evenly over the sending clients and give each
+ * client its own comm ids for them (no MAD is sent). */
+void driver_plan_sessions(Driver *d, uint32_t total);
+/* Plan @total sessions and create them on the relay (REQs to the sink,
+ * then one RTU each). */
 int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors);
+/* Read until no unreachable sender awaits an answer, or @timeout_ms.
+ * Return: 0, or -ETIMEDOUT. */
+int driver_wait_answers(Driver *d, unsigned timeout_ms);
 /* Run one load pattern; snapshots at warm-up end and after each run. */
 int driver_run(Driver *d, const DriveSpec *spec, DriveOut *out);
 /*

@@ -7,6 +7,7 @@
  *   rdmacm-mux-bench [--quick] [--json FILE] [--plot FILE] [--daemon PATH]
  *                    [--sim-lib PATH] [--runs N] [--run-ms MS] [--check]
  *                    [--cost] [--cost-mads N] [--only GROUP,...] [--verbose]
+ *                    [--unreachable-delay-ms MS]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -45,6 +47,7 @@ typedef struct Opts {
 	unsigned blocks;       /* --blocks: a row's runs come in this many blocks */
 	const char *only;      /* --only: a comma-separated list of row groups */
 	unsigned cost_mads;    /* --cost-mads: MADs per callgrind count */
+	unsigned unreach_ms;   /* --unreachable-delay-ms: the stall of a send to a missing GID */
 } Opts;
 
 /* --cost: instructions (callgrind Ir) per MAD over a fixed number of MADs. */
@@ -70,6 +73,7 @@ typedef struct Row {
 	unsigned nv;
 	double ratio;	   /* med / the probe's, 0 when there is none */
 	uint64_t p50, p99, p999; /* latency rows (ns) */
+	Hist *lat_acc;	   /* a latency row measured in blocks: all blocks' samples */
 	uint64_t errors;
 	char note[96];
 } Row;
@@ -80,6 +84,7 @@ static struct {
 	Shared *sh;
 	int ctl;
 	pid_t wire, probe, daemon_a, daemon_b;
+	pid_t starting; /* a relay forked but not serving yet */
 	uint8_t a_gid[A_CLIENT_GIDS][16], b_gid[B_CLIENT_GIDS][16], sink_gid[16], a_port_gid[16];
 	int a_idx[A_CLIENT_GIDS], b_idx[B_CLIENT_GIDS];
 	Row rows[MAX_ROWS];
@@ -109,7 +114,7 @@ static double load_now(void)
 
 static void cleanup_children(void)
 {
-	pid_t *pids[] = { &B.wire, &B.probe, &B.daemon_a, &B.daemon_b };
+	pid_t *pids[] = { &B.wire, &B.probe, &B.daemon_a, &B.daemon_b, &B.starting };
 
 	for (unsigned i = 0; i < G_N_ELEMENTS(pids); i++)
 		if (*pids[i] > 0) {
@@ -132,6 +137,36 @@ static void die(const char *what)
 	fprintf(stderr, "rdmacm-mux-bench: %s\n", what);
 	cleanup_children();
 	exit(1);
+}
+
+/* SIGINT, SIGTERM (meson's timeout), SIGHUP: the children go too. */
+static void on_fatal_signal(int sig)
+{
+	static const char msg[] = "rdmacm-mux-bench: stopped by a signal\n";
+
+	if (write(2, msg, sizeof(msg) - 1) < 0) {
+		/* nothing to do about it */
+	}
+	cleanup_children();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static pid_t bench_pid;
+
+/*
+ * In a freshly forked child: die with the bench, whatever kills it (even
+ * SIGKILL, which leaves no handler to run). Kept across exec, so a daemon
+ * under test goes too.
+ */
+static void child_follow_parent(void)
+{
+	/* the handlers are the bench's: a child must not clean up its siblings */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != bench_pid)
+		_exit(1);
 }
 
 static void kick(void)
@@ -198,6 +233,9 @@ static void make_fabric(void)
 	if (sim_fabric_add_roce_ca(f, "simB", (const char *const *)gb->pdata, gb->len, 128) < 0 ||
 	    sim_fabric_add_roce_ca(f, "simA", (const char *const *)ga->pdata, ga->len, 1024) < 0)
 		die("cannot build the fabric model");
+	/* a send to a GID no port has stalls in write(), as the kernel's
+	 * neighbour resolution does; only the unreachable rows send such */
+	f->unreachable_delay_ms = B.o.unreach_ms;
 	sim_fabric_number_ports(f);
 	if (sim_fabric_commit(B.fabric, f, &err) < 0) {
 		fprintf(stderr, "rdmacm-mux-bench: fabric: %s\n", err ? err->message : "?");
@@ -240,18 +278,24 @@ static unsigned vg_argv(const char **argv, const char *tag, char **out_file)
 	return n;
 }
 
-/* Wait until @sock serves, or die if @pid exited; valgrind starts slowly. */
+/* Wait until @sock serves, or die if @pid exited; valgrind starts slowly.
+ * Either way no child is left running. */
 static void wait_serving(pid_t pid, const char *sock, const char *what, const char *log)
 {
+	B.starting = pid;
 	for (int i = 0; i < 6000; i++) {
 		int status;
 
-		if (socket_serves(sock))
+		if (socket_serves(sock)) {
+			B.starting = 0;
 			return;
+		}
 		if (waitpid(pid, &status, WNOHANG) == pid) {
-			fprintf(stderr, "rdmacm-mux-bench: %s exited at start%s%s\n", what,
-				log ? ", see " : "", log ? log : "");
-			exit(1);
+			g_autofree char *msg = g_strdup_printf("%s exited at start%s%s", what,
+							       log ? ", see " : "", log ? log : "");
+
+			B.starting = 0;
+			die(msg);
 		}
 		g_usleep(5000);
 	}
@@ -297,6 +341,8 @@ static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgr
 	g_autofree char *log = g_strdup_printf("%s/daemon-%s.log", B.dir, ca);
 	pid_t pid = fork();
 
+	if (pid < 0)
+		die("fork");
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		const char *argv[32];
@@ -309,6 +355,7 @@ static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgr
 
 		for (unsigned i = 0; i < G_N_ELEMENTS(args); i++)
 			argv[n++] = args[i];
+		child_follow_parent();
 		if (!strcmp(ca, "simA"))
 			pin_relay();
 		dup2(fd, 1);
@@ -385,8 +432,12 @@ static pid_t probe_start_vg(const char *valgrind)
 
 	__atomic_store_n(&B.sh->probe_ready, 0, __ATOMIC_RELEASE);
 	pid = fork();
-	if (pid == 0)
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		child_follow_parent();
 		pin_relay();
+	}
 	if (pid == 0 && !valgrind)
 		probe_main(B.sh, B.ctl, B.sock_p);
 	if (pid == 0) {
@@ -404,10 +455,12 @@ static pid_t probe_start_vg(const char *valgrind)
 		_exit(127);
 	}
 	/* not by connecting: the probe would count that connection as a client */
+	B.starting = pid;
 	for (int i = 0; valgrind && i < 6000 && !__atomic_load_n(&B.sh->probe_ready, __ATOMIC_ACQUIRE);
 	     i++)
 		g_usleep(5000);
 	wait_flag(&B.sh->probe_ready, "the probe did not start");
+	B.starting = 0;
 	return pid;
 }
 
@@ -549,6 +602,12 @@ static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency
 	B.total_errors += out.resp_err + out.write_errors;
 	if (latency) {
 		h = mode == DRIVE_RX ? &out.lat : &B.sh->sink_lat;
+		if (r->lat_acc) {
+			for (unsigned i = 0; i < HIST_BUCKETS; i++)
+				r->lat_acc->b[i] += h->b[i];
+			r->lat_acc->n += h->n;
+			h = r->lat_acc;
+		}
 		r->p50 = hist_quantile(h, 0.5);
 		r->p99 = hist_quantile(h, 0.99);
 		r->p999 = hist_quantile(h, 0.999);
@@ -614,8 +673,7 @@ static void probe_clients(Driver *d, unsigned clients, uint32_t sessions)
 		die("cannot connect the clients to the probe");
 	/* the same senders, sessions and inbound targets as with the daemon */
 	d->n_active = clients < MAX_SENDERS ? clients : MAX_SENDERS;
-	for (unsigned i = 0; i < d->n_active; i++)
-		d->conns[i]->n_sess = sessions / d->n_active + (i < sessions % d->n_active ? 1 : 0);
+	driver_plan_sessions(d, sessions);
 	__atomic_store_n(&B.sh->probe_route_n, d->n_active, __ATOMIC_RELEASE);
 }
 
@@ -881,6 +939,91 @@ static void slow_reader_rows(void)
 	if (base->med > 0)
 		slow->ratio = slow->med / base->med;
 	snprintf(slow->note, sizeof(slow->note), "ratio: to the same 10 clients, all reading");
+	driver_close_all(&d);
+	stop(&B.daemon_a, SIGTERM);
+}
+
+/* Connect 11 clients to daemon A: the first ten get @sessions sessions
+ * and send, the eleventh only ever sends to unreachable GIDs. */
+static void unreachable_clients(Driver *d, uint32_t sessions)
+{
+	uint64_t errs = 0, before;
+
+	driver_init(d);
+	if (driver_connect(d, B.sock_a, 0, 11, true, B.a_gid, B.a_idx) < 0)
+		die("cannot connect the clients");
+	d->n_active = 10;
+	before = __atomic_load_n(&B.sh->sink_count, __ATOMIC_RELAXED);
+	if (driver_setup_sessions(d, sessions, &errs) < 0 || errs)
+		die("session set-up failed");
+	sink_wait(before + 2 * (uint64_t)sessions);
+	/* its refused REQs are the point, not errors; its MADs are not counted */
+	d->conns[10]->uncounted = true;
+}
+
+/* One measurement of the unreachable rows, then the last REQ's answer. */
+static void unreachable_measure(Driver *d, Row *r, bool on, DriveMode mode, double rate,
+				bool latency)
+{
+	d->conns[10]->unreachable = on;
+	measure(d, r, mode, rate, latency, block_runs());
+	d->conns[10]->unreachable = false;
+	/* a stalled write ends the daemon's loop turn at most this late */
+	if (driver_wait_answers(d, 3 * B.o.unreach_ms + 5000) < 0)
+		die("the unreachable sender's REQ was never answered");
+}
+
+/*
+ * One unreachable destination: ten clients send at full rate (TX) while an
+ * eleventh sends REQs to GIDs no port has, one at a time (the next when the
+ * daemon has answered the last), each of which stalls the umad write() for
+ * --unreachable-delay-ms. "Without" and "with" the eleventh take turns in
+ * blocks (ABBA) on the same daemon and connections, flat out for the ten's
+ * throughput, then paced at half the peak for their p99 latency.
+ */
+static void unreachable_rows(void)
+{
+	static Hist lat_off, lat_on;
+	double half = (B.tx_peak10 > 0 ? B.tx_peak10 : 200000) / 2;
+	Driver d;
+	Row *off, *on, *loff, *lon;
+
+	fprintf(stderr, "rdmacm-mux-bench: one unreachable destination (%u ms stall)\n",
+		B.o.unreach_ms);
+	B.daemon_a = daemon_start("simA", B.sock_a);
+	unreachable_clients(&d, 1000);
+	off = row_new("unreachable-off", "daemon", 10, 1000);
+	on = row_new("unreachable-on", "daemon", 10, 1000);
+	loff = row_new("unreachable-off-lat", "daemon", 10, 1000);
+	lon = row_new("unreachable-on-lat", "daemon", 10, 1000);
+	hist_reset(&lat_off);
+	hist_reset(&lat_on);
+	loff->lat_acc = &lat_off;
+	lon->lat_acc = &lat_on;
+	for (unsigned b = 0; b < B.o.blocks; b++)
+		for (unsigned k = 0; k < 2; k++) {
+			bool with = (b % 2 == 0) == (k == 1);
+
+			unreachable_measure(&d, with ? on : off, with, DRIVE_TX, 0, false);
+		}
+	for (unsigned b = 0; b < B.o.blocks; b++)
+		for (unsigned k = 0; k < 2; k++) {
+			bool with = (b % 2 == 0) == (k == 1);
+
+			unreachable_measure(&d, with ? lon : loff, with, DRIVE_TX_PACED, half, true);
+		}
+	loff->lat_acc = lon->lat_acc = NULL;
+	if (off->med > 0)
+		on->ratio = on->med / off->med;
+	if (loff->p99 > 0)
+		lon->ratio = (double)lon->p99 / (double)loff->p99;
+	snprintf(on->note, sizeof(on->note),
+		 "ratio: to the same 10 clients without the 11th; %llu REQs answered",
+		 (unsigned long long)d.conns[10]->unreach_answered);
+	snprintf(lon->note, sizeof(lon->note),
+		 "ratio: p99 against the same 10 clients without the 11th (%.0f MADs/s)", half);
+	fprintf(stderr, "  unreachable: the ten's throughput %.2f of without, p99 %.2f times\n",
+		on->ratio, lon->ratio);
 	driver_close_all(&d);
 	stop(&B.daemon_a, SIGTERM);
 }
@@ -1318,14 +1461,15 @@ static void usage(void)
 			"                        [--blocks K] [--run-ms MS] [--check] [--cost]\n"
 			"                        [--cost-mads N]\n"
 			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
-			"                                handshake,cost] [--verbose] [--no-pin]\n");
+			"                                unreachable,handshake,cost] [--verbose]\n"
+			"                        [--no-pin] [--unreachable-delay-ms MS]\n");
 	exit(2);
 }
 
 /*
  * --only GROUP,...: clients=N (one clients sweep), sessions=N, latency,
- * slow-reader, handshake, cost. Without --only: everything but cost,
- * which --cost adds.
+ * slow-reader, unreachable, handshake, cost. Without --only: everything but
+ * cost, which --cost adds.
  */
 static bool want(const char *group)
 {
@@ -1367,6 +1511,7 @@ static void parse(int argc, char **argv)
 		{ "only", required_argument, NULL, 'O' }, { "cost-mads", required_argument, NULL, 'N' },
 		{ "verbose", no_argument, NULL, 'v' }, { "no-pin", no_argument, NULL, 'n' },
 		{ "probe-serve", required_argument, NULL, 'P' }, { "shared", required_argument, NULL, 'S' },
+		{ "unreachable-delay-ms", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *probe_sock = NULL, *shared = NULL;
@@ -1392,6 +1537,7 @@ static void parse(int argc, char **argv)
 		case 'n': B.o.no_pin = true; break;
 		case 'P': probe_sock = optarg; break;
 		case 'S': shared = optarg; break;
+		case 'U': B.o.unreach_ms = (unsigned)atoi(optarg); break;
 		default: usage();
 		}
 	}
@@ -1420,6 +1566,9 @@ static void parse(int argc, char **argv)
 	B.o.warm_ms = B.o.quick ? 150 : 500;
 	if (!B.o.cost_mads)
 		B.o.cost_mads = B.o.quick ? 2000 : 20000;
+	/* the kernel's ARP stall is ~1 s; --quick keeps its row short */
+	if (!B.o.unreach_ms)
+		B.o.unreach_ms = B.o.quick ? 50 : 1000;
 	if (only_value("clients") > A_CLIENT_GIDS)
 		die("--only clients=N: at most 1010");
 }
@@ -1458,6 +1607,10 @@ int main(int argc, char **argv)
 	cl = B.o.quick ? quick_clients : full_clients;
 	ncl = B.o.quick ? G_N_ELEMENTS(quick_clients) : G_N_ELEMENTS(full_clients);
 	signal(SIGPIPE, SIG_IGN);
+	bench_pid = getpid();
+	signal(SIGINT, on_fatal_signal);
+	signal(SIGTERM, on_fatal_signal);
+	signal(SIGHUP, on_fatal_signal);
 	raise_nofile(4 * 1000 + 256);
 
 	B.dir = g_dir_make_tmp("rdmacm-mux-bench-XXXXXX", NULL);
@@ -1482,8 +1635,12 @@ int main(int argc, char **argv)
 	B.ctl = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pin_init(); /* before the wire process, which inherits it */
 	B.wire = fork();
-	if (B.wire == 0)
+	if (B.wire < 0)
+		die("fork");
+	if (B.wire == 0) {
+		child_follow_parent();
 		wire_main(B.sh, B.ctl);
+	}
 	wait_flag(&B.sh->wire_ready, "the wire process did not start");
 
 	if (only_value("clients"))
@@ -1504,6 +1661,8 @@ int main(int argc, char **argv)
 		latency_rows();
 	if (want("slow-reader"))
 		slow_reader_rows();
+	if (want("unreachable"))
+		unreachable_rows();
 	if (want("cost"))
 		cost_rows(B.o.quick ? quick_sessions[0] : full_sessions[G_N_ELEMENTS(full_sessions) - 1]);
 	if (want("handshake")) {

@@ -62,16 +62,16 @@ static void drain_ctl(int ctl_fd)
 
 static void sink_one(Shared *sh, const uint8_t *mad, uint64_t now)
 {
-	uint16_t attr = (uint16_t)(mad[16] << 8 | mad[17]);
+	uint16_t attr = mad_attr(mad);
 
-	if (attr == CM_ATTR_REQ && __atomic_load_n(&sh->record_ids, __ATOMIC_RELAXED)) {
+	if (attr == CM_REQ && __atomic_load_n(&sh->record_ids, __ATOMIC_RELAXED)) {
 		uint32_t n = sh->n_ids;
 
 		if (n < MAX_WIRE_IDS) {
-			sh->ids[n] = get_be32(mad + MAD_OFF_LOCAL);
+			sh->ids[n] = mad_local(mad);
 			__atomic_store_n(&sh->n_ids, n + 1, __ATOMIC_RELEASE);
 		}
-	} else if (attr == CM_ATTR_RTU && __atomic_load_n(&sh->lat_on, __ATOMIC_RELAXED)) {
+	} else if (attr == CM_RTU && __atomic_load_n(&sh->lat_on, __ATOMIC_RELAXED)) {
 		uint64_t stamp;
 
 		memcpy(&stamp, mad + MAD_OFF_STAMP, sizeof(stamp));
@@ -83,16 +83,18 @@ static void sink_one(Shared *sh, const uint8_t *mad, uint64_t now)
 
 static void blast(Shared *sh, int fd, int agent, void *umad)
 {
+	/* the peer's TIDs: new for every MAD of the run, not per blast */
+	static uint64_t tid = 1;
 	uint8_t *mad = umad_get_mad(umad);
 	ib_mad_addr_t *a = umad_get_mad_addr(umad);
-	uint64_t rng = BENCH_SEED, next = now_ns(), tid = 1, pick;
+	uint64_t rng = BENCH_SEED, next = now_ns(), pick;
 	double rate = sh->blast_rate;
 	uint64_t period = rate > 0 ? (uint64_t)(1e9 / rate) : 0;
 	uint32_t n = sh->blast_ids;
 	uint64_t limit = __atomic_load_n(&sh->blast_limit, __ATOMIC_ACQUIRE), sent = 0;
 
 	pick = n ? rng_next(&rng) % n : 0;
-	mad_init(mad, CM_ATTR_RTU, 0x1234, 0, 0);
+	mad_build(mad, CM_RTU, 0x1234, 0, 0);
 	umad_set_addr(umad, 0, 1, 0, (int)QP1_QKEY);
 	a->grh_present = 1;
 	a->gid_index = 1; /* simB's ::ffff:10.0.2.1 */
@@ -109,10 +111,10 @@ static void blast(Shared *sh, int fd, int agent, void *umad)
 
 			/* the index one step ahead, prefetched: at 1M sessions the
 			 * blaster's own cache misses must not pace the RX rows */
-			put_be32(mad + MAD_OFF_REMOTE, sh->ids[pick]);
+			mad_set_remote(mad, sh->ids[pick]);
 			pick = rng_next(&rng) % n;
 			__builtin_prefetch(&sh->ids[pick]);
-			put_be32(mad + 12, (uint32_t)tid++);
+			mad_set_tid_low(mad, (uint32_t)tid++);
 			if (period) {
 				next += period;
 				stamp = now_ns();
@@ -293,7 +295,7 @@ void probe_main(Shared *sh, int ctl_fd, const char *sock_path)
 					route_n = __atomic_load_n(&sh->probe_route_n, __ATOMIC_RELAXED);
 					if (route_n == 0 || route_n > nclients)
 						route_n = nclients;
-					c = &clients[get_be32(m.umad.mad + MAD_OFF_REMOTE) % route_n];
+					c = &clients[mad_remote(m.umad.mad) % route_n];
 					if (!c->out)
 						c->out = malloc(PROBE_OUT_FRAMES * FRAME_SIZE);
 					if (c->out_len + FRAME_SIZE > PROBE_OUT_FRAMES * FRAME_SIZE)

@@ -11,7 +11,7 @@
  *    2 REG c g / 3 UNREG c g  register / unregister GID g
  *    4 MAD c g d a l r f [x]  client c sends attribute a from GID g to d,
  *                             LocalCommID (SIDR: RequestID) from l,
- *                             RemoteCommID from r, flags f (see mad_build)
+ *                             RemoteCommID from r, flags f (see fuzz_mad_build)
  *    5 WIRE a l r f h p [x]   a MAD arrives: header h, from peer GID p
  *    6 TIME t                 advance the clock, run the timers
  *    7 DRAIN c                take client c's queued frames
@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "cm-mad.h"
 #include "fuzz-support.h"
 #include "util.h"
 
@@ -73,7 +74,7 @@ enum { OP_ADD, OP_REMOVE, OP_REG, OP_UNREG, OP_MAD, OP_WIRE, OP_TIME, OP_DRAIN, 
        OP_HELLO, OP_STATS, OP_FAIL, OP_RAWWIRE, OP_FORGE, OP_COUNT };
 
 /* 0-3: the port's GIDs; 4: local but not on the port; 5-7: peers; 8: zero. */
-static const uint8_t gid_pool[10][16] = {
+static const uint8_t gid_pool[10][IB_GID_LEN] = {
 	{ 0xfe, 0x80, [15] = 0x01 },
 	{ [10] = 0xff, [11] = 0xff, 10, 0, 1, 1 },
 	{ [10] = 0xff, [11] = 0xff, 10, 0, 1, 2 },
@@ -105,9 +106,9 @@ typedef struct MClient {
 	uint32_t id;
 	uint64_t caps;
 	unsigned bad;
-	uint8_t owned[MAX_GIDS][16];
+	uint8_t owned[MAX_GIDS][IB_GID_LEN];
 	unsigned n_owned;
-	uint8_t ever[HISTORY][16];
+	uint8_t ever[HISTORY][IB_GID_LEN];
 	unsigned n_ever;
 	uint32_t ids[HISTORY]; /* comm ids / request ids this client sent */
 	unsigned n_ids;
@@ -238,31 +239,27 @@ static size_t attr_min_len(uint16_t attr)
  * bits 5-7 length: 0-3 full, 4 the attribute's minimum, 5 one short,
  * 6 just the header, 7 from the next byte.
  */
-static size_t mad_build(Fuzz *f, uint8_t *mad, uint16_t attr, uint32_t local, uint32_t remote,
-			uint8_t flags, const uint8_t *dest)
+static size_t fuzz_mad_build(Fuzz *f, uint8_t *mad, uint16_t attr, uint32_t local,
+			     uint32_t remote, uint8_t flags, const uint8_t *dest)
 {
 	size_t len;
 
-	memset(mad, 0, 256);
-	mad[0] = 1, mad[1] = 7, mad[2] = 2, mad[3] = (flags & 8) ? 0x81 : 3;
-	mad[8] = 0x11, mad[12] = 0x22, mad[15] = (uint8_t)local;
-	mad[16] = (uint8_t)(attr >> 8), mad[17] = (uint8_t)attr;
-	put_be32(mad + 24, local);
-	if (attr != CM_ATTR_SIDR_REQ && attr != CM_ATTR_SIDR_REP)
-		put_be32(mad + 28, remote);
+	mad_build(mad, attr, local, remote, 0x1100000022000000ull | (uint8_t)local);
+	if (flags & 8)
+		mad[3] = 0x81; /* a wrong method: a response */
+	/* REJ MessageRejected, MRA MessageMRAed; the same bits in the others */
 	mad[32] = (uint8_t)((flags & 3) << 6);
 	if (attr == CM_ATTR_REJ)
-		mad[35] = (flags & 4) ? CM_REJ_REASON_TIMEOUT : 28;
+		mad_set_rej(mad, flags & 3, (flags & 4) ? CM_REJ_REASON_TIMEOUT : 28);
 	if (attr == CM_ATTR_REQ) {
-		memcpy(mad + CM_OFF_REQ_LOCAL_GID, gid_pool[1], 16);
-		memcpy(mad + CM_OFF_REQ_REMOTE_GID, dest, 16);
+		mad_set_req_gids(mad, gid_pool[1], dest);
 		/* rdma_cm's cma_hdr, IPv4 */
 		mad[CM_OFF_REQ_PRIVATE + 1] = 0x40;
 		memcpy(mad + CM_OFF_REQ_PRIVATE + 32, dest + 12, 4);
 	}
 	if (attr == CM_ATTR_SIDR_REQ) {
 		mad[CM_OFF_SIDR_REQ_PRIVATE + 1] = (flags & 4) ? 0x60 : 0x40;
-		memcpy(mad + CM_OFF_SIDR_REQ_PRIVATE + 20, dest, 16);
+		memcpy(mad + CM_OFF_SIDR_REQ_PRIVATE + 20, dest, IB_GID_LEN);
 	}
 	switch (flags >> 5) {
 	case 4:
@@ -308,11 +305,11 @@ static int32_t dialect(const MClient *c, int err)
 	}
 }
 
-static MClient *gid_owner(Fuzz *f, const uint8_t gid[16], unsigned *slot)
+static MClient *gid_owner(Fuzz *f, const uint8_t gid[IB_GID_LEN], unsigned *slot)
 {
 	for (unsigned i = 0; i < f->n_clients; i++)
 		for (unsigned j = 0; j < f->clients[i]->n_owned; j++)
-			if (memcmp(f->clients[i]->owned[j], gid, 16) == 0) {
+			if (memcmp(f->clients[i]->owned[j], gid, IB_GID_LEN) == 0) {
 				if (slot)
 					*slot = j;
 				return f->clients[i];
@@ -362,7 +359,7 @@ static int on_send(void *userdata, UmadBuffer *buf, size_t len)
 	fuzz_check(buf->hdr.addr.qpn == htobe32(1), "sent to QPN %u", be32toh(buf->hdr.addr.qpn));
 	fuzz_check(buf->hdr.addr.grh_present == 1, "RoCE send without a GRH");
 	fuzz_check(gid_index < FUZZ_PORT_GIDS &&
-			   memcmp(fuzz_port_gid[gid_index], q->hdr.sgid.raw, 16) == 0,
+			   memcmp(fuzz_port_gid[gid_index], q->hdr.sgid.raw, IB_GID_LEN) == 0,
 		   "sent from GID index %d, not the sgid's", gid_index);
 	fuzz_check(gid_owner(f, q->hdr.sgid.raw, NULL) == f->cur, "sent from a GID not owned");
 	fuzz_check(!gid_is_zero(buf->hdr.addr.gid), "sent to the zero GID");
@@ -438,7 +435,7 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 		bool ever = false;
 
 		for (unsigned i = 0; i < c->n_ever && i < HISTORY; i++)
-			ever |= memcmp(c->ever[i], m->hdr.sgid.raw, 16) == 0;
+			ever |= memcmp(c->ever[i], m->hdr.sgid.raw, IB_GID_LEN) == 0;
 		fuzz_check(ever || c->n_ever > HISTORY,
 			   "client %u got a MAD for a GID it never owned", c->id);
 	}
@@ -560,7 +557,7 @@ static void step_reg(Fuzz *f, MClient *c, const uint8_t *gid, bool reg)
 	Pending p = { .op = m.hdr.op_code, .known = true };
 	int err;
 
-	memcpy(m.hdr.sgid.raw, gid, 16);
+	memcpy(m.hdr.sgid.raw, gid, IB_GID_LEN);
 	if (reg) {
 		err = gid_is_zero(gid) ? -EINVAL
 		      : owner == c	? -EEXIST
@@ -568,13 +565,13 @@ static void step_reg(Fuzz *f, MClient *c, const uint8_t *gid, bool reg)
 		      : c->n_owned >= MAX_GIDS ? -EDQUOT
 					       : 0;
 		if (err == 0) {
-			memcpy(c->owned[c->n_owned++], gid, 16);
-			memcpy(c->ever[c->n_ever++ % HISTORY], gid, 16);
+			memcpy(c->owned[c->n_owned++], gid, IB_GID_LEN);
+			memcpy(c->ever[c->n_ever++ % HISTORY], gid, IB_GID_LEN);
 		}
 	} else {
 		err = !owner ? -ENOENT : owner != c ? -EACCES : 0;
 		if (err == 0)
-			memcpy(c->owned[slot], c->owned[--c->n_owned], 16);
+			memcpy(c->owned[slot], c->owned[--c->n_owned], IB_GID_LEN);
 	}
 	p.err = dialect(c, err);
 	request(f, c, &m, p, false);
@@ -594,14 +591,14 @@ static void step_mad(Fuzz *f, MClient *c)
 	size_t len;
 	int e;
 
-	memcpy(m.hdr.sgid.raw, sgid, 16);
-	len = mad_build(f, m.umad.mad, attr, local, remote, flags,
+	memcpy(m.hdr.sgid.raw, sgid, IB_GID_LEN);
+	len = fuzz_mad_build(f, m.umad.mad, attr, local, remote, flags,
 			(dsel & 0x40) ? pick_gid(dsel >> 2) : dest);
 	m.umad_len = (int32_t)len;
 	m.umad.hdr.addr.grh_present = 1;
 	m.umad.hdr.addr.gid_index = 7; /* must be ignored */
 	m.umad.hdr.addr.qpn = htobe32(9); /* must be replaced */
-	memcpy(m.umad.hdr.addr.gid, dest, 16);
+	memcpy(m.umad.hdr.addr.gid, dest, IB_GID_LEN);
 	/* What the answer must be, as far as it is decided before routing. */
 	e = cm_mad_check(m.umad.mad, len, NULL);
 	if (e < 0) {
@@ -676,7 +673,7 @@ static void step_wire(Fuzz *f, bool raw)
 		h = u8(f);
 		psel = u8(f);
 		/* A REQ names its target: one of ours, by the header's GID. */
-		in->len = mad_build(f, b->mad, attr, local, remote, flags,
+		in->len = fuzz_mad_build(f, b->mad, attr, local, remote, flags,
 				    gid_pool[(h >> 1 & 7) % 5]);
 		if (flags & 0x10)
 			b->hdr.status = 0x0c;
@@ -685,7 +682,7 @@ static void step_wire(Fuzz *f, bool raw)
 	b->hdr.addr.grh_present = h & 1;
 	b->hdr.addr.gid_index = (h >> 1) & 7;
 	b->hdr.length = (uint32_t)(in->len + 64);
-	memcpy(b->hdr.addr.gid, pick_gid(psel), 16);
+	memcpy(b->hdr.addr.gid, pick_gid(psel), IB_GID_LEN);
 	inject(f, in);
 }
 
@@ -785,15 +782,15 @@ static void step_forge(Fuzz *f)
 	in = &f->inj[f->n_inj++ % INJECTED];
 	memset(in, 0, sizeof(*in));
 	b = &in->buf;
-	in->len = mad_build(f, b->mad, attr, s->peer_comm_id ^ (what == 1 ? 0x5a5a : 0),
-			    what == 4 ? 0 : s->wire_id, (uint8_t)(asel >> 4 & 7), s->local_gid);
+	in->len = fuzz_mad_build(f, b->mad, attr, s->peer_comm_id ^ (what == 1 ? 0x5a5a : 0),
+				 what == 4 ? 0 : s->wire_id, (uint8_t)(asel >> 4 & 7), s->local_gid);
 	if (attr == CM_ATTR_SIDR_REP)
 		put_be32(b->mad + 24, s->wire_id);
 	b->hdr.addr.qpn = htobe32(1);
 	b->hdr.addr.grh_present = 1;
 	b->hdr.addr.gid_index = (uint8_t)(what == 3 ? (index + 1) % FUZZ_PORT_GIDS : index);
 	b->hdr.length = (uint32_t)(in->len + 64);
-	memcpy(b->hdr.addr.gid, gid_is_zero(s->peer_gid) ? gid_pool[5] : s->peer_gid, 16);
+	memcpy(b->hdr.addr.gid, gid_is_zero(s->peer_gid) ? gid_pool[5] : s->peer_gid, IB_GID_LEN);
 	if (what == 2)
 		b->hdr.addr.gid[15] ^= 0x40;
 	drop = inject(f, in);

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rdmacm-mux-bytes.h"
+#include "mux-send.h"
 
 const char *harness_env_bin(const char *name)
 {
@@ -26,7 +26,7 @@ const char *harness_env_bin(const char *name)
 	return v;
 }
 
-void gid_parse(const char *text, uint8_t gid[16])
+void gid_parse(const char *text, uint8_t gid[IB_GID_LEN])
 {
 	if (inet_pton(AF_INET6, text, gid) != 1)
 		g_error("bad GID %s", text);
@@ -321,22 +321,14 @@ void vm_free(Vm *vm)
 	g_free(vm);
 }
 
-int vm_send(Vm *vm, const uint8_t dest[16], const uint8_t mad[256])
+int vm_send(Vm *vm, const uint8_t dest[IB_GID_LEN], const uint8_t mad[256])
 {
-	struct rdmacm_mux_mad_addr addr = { 0 };
-	struct rdmacm_mux_response resp;
-	uint32_t ticket;
-	int r;
+	int verdict = 0;
+	int r = mux_send_mad_wait(vm->mux, vm->gid, dest, mad, 256, 5000, &verdict);
 
-	addr.qpn = htonl(1);
-	addr.grh_present = 1;
-	addr.hop_limit = 64;
-	memcpy(addr.gid, dest, 16);
-	r = rdmacm_mux_send_mad(vm->mux, vm->gid, &addr, mad, 256, &ticket);
+	/* Both the send and the wait for its answer must succeed. */
 	g_assert_cmpint(r, ==, 0);
-	r = rdmacm_mux_wait(vm->mux, ticket, 5000, &resp);
-	g_assert_cmpint(r, ==, 0);
-	return resp.error;
+	return verdict;
 }
 
 int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms)
@@ -368,7 +360,7 @@ void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in)
 	if (mad_attr(in->mad) != attr)
 		g_error("%s: expected attr 0x%x, got 0x%x", vm->name, attr, mad_attr(in->mad));
 	/* Every inbound MAD is addressed to this VM's own GID. */
-	g_assert_cmpmem(in->local_gid, 16, vm->gid, 16);
+	g_assert_cmpmem(in->local_gid, IB_GID_LEN, vm->gid, IB_GID_LEN);
 }
 
 void vm_expect_nothing(Vm *vm, int ms)
@@ -403,65 +395,15 @@ int raw_connect(const Daemon *d)
 	return fd;
 }
 
-/* ---- MADs ---- */
-
-void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid)
-{
-	memset(mad, 0, 256);
-	mad[0] = 1;
-	mad[1] = 0x07;
-	mad[2] = 2;
-	mad[3] = 0x03;
-	put_be32(mad + 8, (uint32_t)(tid >> 32));
-	put_be32(mad + 12, (uint32_t)tid);
-	mad[16] = (uint8_t)(attr >> 8);
-	mad[17] = (uint8_t)attr;
-	put_be32(mad + 24, local);
-	if (attr != CM_SIDR_REQ && attr != CM_SIDR_REP)
-		put_be32(mad + 28, remote);
-}
-
-void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
-		   const uint8_t dgid[16], uint64_t tid)
-{
-	mad_build(mad, CM_REQ, local, 0, tid);
-	put_be32(mad + 32, 0);
-	put_be32(mad + 36, 0x01064e20); /* ServiceID */
-	mad[72] = 0xff;
-	mad[73] = 0xff;
-	memcpy(mad + 80, sgid, 16);
-	memcpy(mad + 96, dgid, 16);
-}
-
-uint32_t mad_local(const uint8_t *mad)
-{
-	return get_be32(mad + 24);
-}
-
-uint32_t mad_remote(const uint8_t *mad)
-{
-	return get_be32(mad + 28);
-}
-
-uint16_t mad_attr(const uint8_t *mad)
-{
-	return (uint16_t)((mad[16] << 8) | mad[17]);
-}
-
-uint32_t mad_tid_low(const uint8_t *mad)
-{
-	return get_be32(mad + 12);
-}
-
 /* ---- raw frames ---- */
 
-void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[16])
+void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[IB_GID_LEN])
 {
 	memset(m, 0, sizeof(*m));
 	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 	m->hdr.op_code = op;
 	if (sgid)
-		memcpy(m->hdr.sgid.raw, sgid, 16);
+		memcpy(m->hdr.sgid.raw, sgid, IB_GID_LEN);
 }
 
 void raw_send(int fd, const struct rdmacm_mux_msg *m)

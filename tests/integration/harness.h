@@ -2,7 +2,8 @@
 /*
  * Integration test harness: a simulated fabric in a temp dir, real
  * rdmacm-mux daemons on it (spawned with the sim preloaded), "VM" clients
- * built on librdmacm-mux, raw QEMU-protocol clients, and CM MAD builders.
+ * built on librdmacm-mux and raw QEMU-protocol clients. The CM MAD builders
+ * and readers come from tests/support/cm-mad.h.
  *
  * The binaries come from the environment that meson sets:
  * RDMACM_MUX_BIN, UMAD_SIM_LIB, UMAD_SIM_CLI, PINGPONG_BIN.
@@ -14,19 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cm-mad.h"
 #include "rdmacm-mux.h"
-
-#define CM_REQ 0x10
-#define CM_MRA 0x11
-#define CM_REJ 0x12
-#define CM_REP 0x13
-#define CM_RTU 0x14
-#define CM_DREQ 0x15
-#define CM_DREP 0x16
-#define CM_SIDR_REQ 0x17
-#define CM_SIDR_REP 0x18
-#define CM_LAP 0x19
-#define CM_APR 0x1a
 
 typedef struct Fabric {
 	char *dir;
@@ -44,7 +34,7 @@ typedef struct Daemon {
 typedef struct Vm {
 	char *name;
 	struct rdmacm_mux *mux;
-	uint8_t gid[16];
+	uint8_t gid[IB_GID_LEN];
 	uint32_t tid;
 } Vm;
 
@@ -87,7 +77,7 @@ int64_t daemon_output_attr(const char *output, const char *attr, bool rx);
 Vm *vm_new(Daemon *d, const char *gid, const char *name);
 void vm_free(Vm *vm);
 /* Send a MAD from the VM's GID to @dest; returns the daemon's verdict. */
-int vm_send(Vm *vm, const uint8_t dest[16], const uint8_t mad[256]);
+int vm_send(Vm *vm, const uint8_t dest[IB_GID_LEN], const uint8_t mad[256]);
 /* Wait up to @timeout_ms for an inbound MAD. 0 or -ETIMEDOUT. */
 int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms);
 /* Assert the next inbound MAD is @attr; return it in *in. */
@@ -103,19 +93,19 @@ void raw_send(int fd, const struct rdmacm_mux_msg *m);
 /* Read one whole frame: 0, -ETIMEDOUT, or -EPIPE at end of stream. */
 int raw_recv(int fd, struct rdmacm_mux_msg *m, int timeout_ms);
 /* A REQ/REG/UNREG frame, everything else zero. */
-void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[16]);
+void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[IB_GID_LEN]);
 /* REG over a raw socket, QEMU style: write, then one blocking read. */
 int32_t raw_request(int fd, struct rdmacm_mux_msg *m);
 
-/* CM MAD builders (network order, full 256 bytes). */
-void mad_build(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t remote, uint64_t tid);
-void mad_build_req(uint8_t mad[256], uint32_t local, const uint8_t sgid[16],
-		   const uint8_t dgid[16], uint64_t tid);
-uint32_t mad_local(const uint8_t *mad);
-uint32_t mad_remote(const uint8_t *mad);
-uint16_t mad_attr(const uint8_t *mad);
-uint32_t mad_tid_low(const uint8_t *mad);
-void gid_parse(const char *text, uint8_t gid[16]);
+/* A GID from its text form, or abort. */
+void gid_parse(const char *text, uint8_t gid[IB_GID_LEN]);
+
+/*
+ * Register test @fn at @path with the including file's own Fixture type and
+ * its fixture_setup() and fixture_teardown(); @data goes to all three.
+ */
+#define harness_add_test(path, data, fn)                                                   \
+	g_test_add((path), Fixture, (data), fixture_setup, (fn), fixture_teardown)
 
 /*
  * A hostile host on the fabric: `umad-probe forge` on CA @ca (port 1),

@@ -97,7 +97,7 @@ static const char *member_str(JsonObject *o, const char *name)
 	return json_object_get_string_member(o, name);
 }
 
-static char *gid_text(const uint8_t gid[16])
+static char *gid_text(const uint8_t gid[IB_GID_LEN])
 {
 	char buf[INET6_ADDRSTRLEN];
 
@@ -291,7 +291,7 @@ static void test_state(Fixture *f, gconstpointer data)
 	send_expect(f->a2, f->b1, mad, &in);
 	wr = mad_local(in.mad);
 	mad_build(mad, CM_REJ, 0, wr, ++f->tid);
-	mad[35] = 28;
+	mad_set_rej(mad, 0, 28);
 	send_expect(f->b1, f->a2, mad, &in);
 	g_clear_pointer(&sa, json_node_unref);
 	sa = muxctl_json(f->da, "sessions");
@@ -627,9 +627,8 @@ static void test_hostile(Fixture *f, gconstpointer data)
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/admin/state", Fixture, NULL, fixture_setup, test_state, fixture_teardown);
-	g_test_add("/admin/trace", Fixture, NULL, fixture_setup, test_trace, fixture_teardown);
-	g_test_add("/admin/hostile", Fixture, NULL, fixture_setup, test_hostile,
-		   fixture_teardown);
+	harness_add_test("/admin/state", NULL, test_state);
+	harness_add_test("/admin/trace", NULL, test_trace);
+	harness_add_test("/admin/hostile", NULL, test_hostile);
 	return g_test_run();
 }

@@ -57,7 +57,7 @@ static char *stop_output(Daemon *d)
 	return daemon_output(d);
 }
 
-static int reg(Vm *vm, const uint8_t gid[16], bool unreg)
+static int reg(Vm *vm, const uint8_t gid[IB_GID_LEN], bool unreg)
 {
 	struct rdmacm_mux_response resp;
 	uint32_t ticket;
@@ -94,7 +94,7 @@ static void healthy_handshake(Fixture *f, Vm *x, Vm *y)
 
 static void test_gid_ownership(Fixture *f, gconstpointer data)
 {
-	uint8_t nobody[16];
+	uint8_t nobody[IB_GID_LEN];
 	struct rdmacm_mux_msg m;
 	g_autofree char *out = NULL;
 	int fd;
@@ -134,7 +134,7 @@ static void test_bad_mads(Fixture *f, gconstpointer data)
 	int fd;
 	(void)data;
 
-	memcpy(addr.gid, f->b1->gid, 16);
+	memcpy(addr.gid, f->b1->gid, IB_GID_LEN);
 	/* A foreign source GID: a1 pretends to be a2. */
 	mad_build_req(mad, 1, f->a2->gid, f->b1->gid, ++f->tid);
 	g_assert_cmpint(rdmacm_mux_send_mad(f->a1->mux, f->a2->gid, &addr, mad, 256, &ticket), ==, 0);
@@ -156,12 +156,12 @@ static void test_bad_mads(Fixture *f, gconstpointer data)
 
 	/* Bad umad_len, through the base protocol as a hostile QEMU would. */
 	fd = raw_connect(f->da);
-	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, (const uint8_t[16]){ [10] = 0xff, [11] = 0xff,
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, (const uint8_t[IB_GID_LEN]){ [10] = 0xff, [11] = 0xff,
 								   [12] = 10, [14] = 1, [15] = 5 });
 	g_assert_cmpint(raw_request(fd, &m), ==, 0);
 	mad_build_req(m.umad.mad, 3, m.hdr.sgid.raw, f->b1->gid, ++f->tid);
 	m.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
-	memcpy(m.umad.hdr.addr.gid, f->b1->gid, 16);
+	memcpy(m.umad.hdr.addr.gid, f->b1->gid, IB_GID_LEN);
 	m.umad.hdr.addr.grh_present = 1;
 	m.umad.hdr.addr.qpn = htonl(1);
 	const int32_t bad_lens[] = { 300, 257, 23, 0, -64 };
@@ -284,7 +284,7 @@ static void test_hijack(Fixture *f, gconstpointer data)
  * the others' handshakes go on. Nothing is lost silently. */
 static void test_slow_reader(Fixture *f, gconstpointer data)
 {
-	uint8_t slow_gid[16], mad[256];
+	uint8_t slow_gid[IB_GID_LEN], mad[256];
 	struct rdmacm_mux_msg m;
 	g_autofree char *out = NULL;
 	const int flood = 3000;
@@ -366,16 +366,12 @@ static const char *const slow_opts[] = { "--max-queue", "16", NULL };
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/attacks/gid-ownership", Fixture, NULL, fixture_setup, test_gid_ownership,
-		   fixture_teardown);
-	g_test_add("/attacks/bad-mads", Fixture, NULL, fixture_setup, test_bad_mads,
-		   fixture_teardown);
-	g_test_add("/attacks/truncated-and-garbage", Fixture, NULL, fixture_setup,
-		   test_truncated_and_garbage, fixture_teardown);
-	g_test_add("/attacks/hijack", Fixture, NULL, fixture_setup, test_hijack, fixture_teardown);
-	g_test_add("/robustness/slow-reader", Fixture, slow_opts, fixture_setup, test_slow_reader,
-		   fixture_teardown);
-	g_test_add("/robustness/disconnect-mid-handshake", Fixture, NULL, fixture_setup,
-		   test_disconnect_mid_handshake, fixture_teardown);
+	harness_add_test("/attacks/gid-ownership", NULL, test_gid_ownership);
+	harness_add_test("/attacks/bad-mads", NULL, test_bad_mads);
+	harness_add_test("/attacks/truncated-and-garbage", NULL, test_truncated_and_garbage);
+	harness_add_test("/attacks/hijack", NULL, test_hijack);
+	harness_add_test("/robustness/slow-reader", slow_opts, test_slow_reader);
+	harness_add_test("/robustness/disconnect-mid-handshake", NULL,
+			 test_disconnect_mid_handshake);
 	return g_test_run();
 }

@@ -175,14 +175,14 @@ static void test_pcap(void)
 	xfer(a, b, mad, &in);
 	ws = mad_local(in.mad);
 	mad_build(mad, CM_SIDR_REP, ws, 0, 0x17);
-	mad[34] = 0x03;
+	mad_set_sidr_rep_qpn(mad, 0x03);
 	xfer(b, a, mad, &in);
 	/* a rejected REQ */
 	mad_build_req(mad, 8, a->gid, b->gid, 0x18);
 	xfer(a, b, mad, &in);
 	wr = mad_local(in.mad);
 	mad_build(mad, CM_REJ, 0, wr, 0x19);
-	mad[35] = 28;
+	mad_set_rej(mad, 0, 28);
 	xfer(b, a, mad, &in);
 
 	/* The same conversation in both files, wire ids only. */

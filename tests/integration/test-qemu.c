@@ -40,7 +40,7 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 }
 
 /* A MAD frame the way QEMU's mad_send() builds it. */
-static void qemu_mad_frame(struct rdmacm_mux_msg *m, const uint8_t own_gid[16], const uint8_t mad[256])
+static void qemu_mad_frame(struct rdmacm_mux_msg *m, const uint8_t own_gid[IB_GID_LEN], const uint8_t mad[256])
 {
 	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own_gid);
 	m->umad_len = 256;
@@ -48,12 +48,12 @@ static void qemu_mad_frame(struct rdmacm_mux_msg *m, const uint8_t own_gid[16], 
 	m->umad.hdr.addr.grh_present = 1;
 	m->umad.hdr.addr.gid_index = 7; /* a host index; the daemon must not trust it */
 	m->umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m->umad.hdr.addr.gid, own_gid, 16); /* QEMU's bug C1: the source GID */
+	memcpy(m->umad.hdr.addr.gid, own_gid, IB_GID_LEN); /* QEMU's bug C1: the source GID */
 	memcpy(m->umad.mad, mad, 256);
 }
 
 /* Read one inbound MAD frame and check every byte QEMU relies on. */
-static void qemu_expect(int fd, const uint8_t own_gid[16], const uint8_t from[16], uint16_t attr,
+static void qemu_expect(int fd, const uint8_t own_gid[IB_GID_LEN], const uint8_t from[IB_GID_LEN], uint16_t attr,
 			struct rdmacm_mux_msg *m)
 {
 	static const uint8_t zero[8];
@@ -62,18 +62,18 @@ static void qemu_expect(int fd, const uint8_t own_gid[16], const uint8_t from[16
 	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
 	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 	/* All 16 bytes of the local GID: QEMU uses them as the GRH DGID. */
-	g_assert_cmpmem(m->hdr.sgid.raw, 16, own_gid, 16);
+	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own_gid, IB_GID_LEN);
 	g_assert_cmpint(m->hdr.err_code, ==, 0);
 	g_assert_cmpmem((uint8_t *)m + 28, 4, zero, 4); /* padding */
 	g_assert_cmpmem((uint8_t *)m + 356, 4, zero, 4);
 	g_assert_cmpint(m->umad_len, ==, 256);
-	g_assert_cmpmem(m->umad.hdr.addr.gid, 16, from, 16);
+	g_assert_cmpmem(m->umad.hdr.addr.gid, IB_GID_LEN, from, IB_GID_LEN);
 	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
 }
 
 static void test_qemu_client_handshake(Fixture *f, gconstpointer data)
 {
-	uint8_t qgid[16], mad[256];
+	uint8_t qgid[IB_GID_LEN], mad[256];
 	struct rdmacm_mux_msg m;
 	struct rdmacm_mux_inbound in;
 	g_autofree char *out = NULL;
@@ -91,7 +91,7 @@ static void test_qemu_client_handshake(Fixture *f, gconstpointer data)
 	qemu_mad_frame(&m, qgid, mad);
 	g_assert_cmpint(raw_request(fd, &m), ==, 0);
 	vm_expect(peer, CM_REQ, &in);
-	g_assert_cmpmem(in.addr.gid, 16, qgid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, qgid, IB_GID_LEN);
 	wq = mad_local(in.mad);
 
 	mad_build(mad, CM_REP, 0x51, wq, ++f->tid);
@@ -247,11 +247,8 @@ static void test_timers(Fixture *f, gconstpointer data)
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/qemu/raw-client-handshake", Fixture, NULL, fixture_setup,
-		   test_qemu_client_handshake, fixture_teardown);
-	g_test_add("/restart/after-sigkill", Fixture, NULL, fixture_setup,
-		   test_restart_after_sigkill, fixture_teardown);
-	g_test_add("/timers/lifecycle", Fixture, short_timers, fixture_setup, test_timers,
-		   fixture_teardown);
+	harness_add_test("/qemu/raw-client-handshake", NULL, test_qemu_client_handshake);
+	harness_add_test("/restart/after-sigkill", NULL, test_restart_after_sigkill);
+	harness_add_test("/timers/lifecycle", short_timers, test_timers);
 	return g_test_run();
 }

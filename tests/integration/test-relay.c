@@ -85,7 +85,18 @@ static void xfer(Fixture *f, Vm *from, Vm *to, const uint8_t mad[256], struct rd
 	vm_expect(to, attr, in);
 	(on_a(f, to) ? &f->ca : &f->cb)->rx[attr]++;
 	/* The receiver sees who sent it. */
-	g_assert_cmpmem(in->addr.gid, 16, from->gid, 16);
+	g_assert_cmpmem(in->addr.gid, IB_GID_LEN, from->gid, IB_GID_LEN);
+}
+
+/* A REQ from @act to @pas with the client comm id @ida: the wire id @pas sees. */
+static uint32_t req_wire_id(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
+{
+	uint8_t mad[256];
+	struct rdmacm_mux_inbound in;
+
+	mad_build_req(mad, ida, act->gid, pas->gid, ++f->tid);
+	xfer(f, act, pas, mad, &in);
+	return mad_local(in.mad);
 }
 
 /*
@@ -108,7 +119,7 @@ static void handshake(Fixture *f, Vm *act, Vm *pas, uint32_t ida, uint32_t idp, 
 
 	if (extras) {
 		mad_build(mad, CM_MRA, idp, wa, ++f->tid);
-		mad[32] = 0 << 6; /* MessageMRAed: REQ */
+		mad_set_mra(mad, 0); /* MessageMRAed: REQ */
 		xfer(f, pas, act, mad, &in);
 		g_assert_cmpuint(mad_remote(in.mad), ==, ida);
 		wmra = mad_local(in.mad);
@@ -151,12 +162,9 @@ static void rejected(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
 	struct rdmacm_mux_inbound in;
 	uint32_t wa;
 
-	mad_build_req(mad, ida, act->gid, pas->gid, ++f->tid);
-	xfer(f, act, pas, mad, &in);
-	wa = mad_local(in.mad);
+	wa = req_wire_id(f, act, pas, ida);
 	mad_build(mad, CM_REJ, 0, wa, ++f->tid);
-	mad[32] = 0 << 6; /* MessageRejected: REQ */
-	mad[35] = 28;	  /* consumer defined */
+	mad_set_rej(mad, 0, 28); /* MessageRejected: REQ; Reason: consumer defined */
 	xfer(f, pas, act, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, ida);
 	g_assert_cmpuint(in.mad[35], ==, 28);
@@ -172,13 +180,10 @@ static void timed_out(Fixture *f, Vm *act, Vm *pas, uint32_t ida)
 	struct rdmacm_mux_inbound in;
 	uint32_t wa;
 
-	mad_build_req(mad, ida, act->gid, pas->gid, ++f->tid);
-	xfer(f, act, pas, mad, &in);
-	wa = mad_local(in.mad);
+	wa = req_wire_id(f, act, pas, ida);
 
 	mad_build(mad, CM_REJ, ida, 0, ++f->tid);
-	mad[32] = 1 << 6; /* MessageRejected: REP (none came) */
-	mad[35] = 4;	  /* Timeout */
+	mad_set_rej(mad, 1, 4); /* MessageRejected: REP (none came); Reason: Timeout */
 	xfer(f, act, pas, mad, &in);
 	g_assert_cmpuint(mad_local(in.mad), ==, wa);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 0);
@@ -196,7 +201,7 @@ static void sidr(Fixture *f, Vm *act, Vm *pas, uint32_t request_id)
 	wire = mad_local(in.mad);
 	g_assert_cmpuint(wire, !=, 0);
 	mad_build(mad, CM_SIDR_REP, wire, 0, ++f->tid);
-	mad[34] = 0x03; /* QPN */
+	mad_set_sidr_rep_qpn(mad, 0x03);
 	xfer(f, pas, act, mad, &in);
 	g_assert_cmpuint(mad_local(in.mad), ==, request_id);
 }
@@ -336,10 +341,10 @@ static void test_collision_full(Fixture *f, gconstpointer data)
 	g_assert_cmpint(vm_send(y, q->gid, mad), ==, 0);
 	vm_expect(p, CM_REQ, &in);
 	wx = mad_local(in.mad);
-	g_assert_cmpmem(in.addr.gid, 16, x->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, x->gid, IB_GID_LEN);
 	vm_expect(q, CM_REQ, &in);
 	wy = mad_local(in.mad);
-	g_assert_cmpmem(in.addr.gid, 16, y->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, y->gid, IB_GID_LEN);
 	g_assert_cmpuint(wx, !=, wy);
 
 	/* Both passive sides also pick the same comm id. */
@@ -348,11 +353,11 @@ static void test_collision_full(Fixture *f, gconstpointer data)
 	mad_build(mad, CM_REP, 9, wy, 0x42);
 	g_assert_cmpint(vm_send(q, y->gid, mad), ==, 0);
 	vm_expect(x, CM_REP, &in);
-	g_assert_cmpmem(in.addr.gid, 16, p->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, p->gid, IB_GID_LEN);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 7);
 	rx = mad_local(in.mad);
 	vm_expect(y, CM_REP, &in);
-	g_assert_cmpmem(in.addr.gid, 16, q->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, q->gid, IB_GID_LEN);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 7);
 	ry = mad_local(in.mad);
 	g_assert_cmpuint(rx, !=, ry);
@@ -380,9 +385,9 @@ static void test_collision_full(Fixture *f, gconstpointer data)
 	mad_build(mad, CM_DREP, 9, wy, 0x44);
 	g_assert_cmpint(vm_send(q, y->gid, mad), ==, 0);
 	vm_expect(x, CM_DREP, &in);
-	g_assert_cmpmem(in.addr.gid, 16, p->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, p->gid, IB_GID_LEN);
 	vm_expect(y, CM_DREP, &in);
-	g_assert_cmpmem(in.addr.gid, 16, q->gid, 16);
+	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, q->gid, IB_GID_LEN);
 
 	for (int i = 0; i < NVM; i++) {
 		vm_expect_nothing(f->a[i], 20);
@@ -393,12 +398,9 @@ static void test_collision_full(Fixture *f, gconstpointer data)
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/relay/mesh", Fixture, NULL, fixture_setup, test_mesh, fixture_teardown);
-	g_test_add("/relay/collision/same-passive", Fixture, NULL, fixture_setup, test_collision,
-		   fixture_teardown);
-	g_test_add("/relay/collision/full", Fixture, NULL, fixture_setup, test_collision_full,
-		   fixture_teardown);
-	g_test_add("/relay/retransmission", Fixture, NULL, fixture_setup, test_retransmission,
-		   fixture_teardown);
+	harness_add_test("/relay/mesh", NULL, test_mesh);
+	harness_add_test("/relay/collision/same-passive", NULL, test_collision);
+	harness_add_test("/relay/collision/full", NULL, test_collision_full);
+	harness_add_test("/relay/retransmission", NULL, test_retransmission);
 	return g_test_run();
 }

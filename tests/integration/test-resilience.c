@@ -222,7 +222,7 @@ static void test_sigkill_under_load(Fixture *f, gconstpointer data)
 			addr.qpn = htonl(1);
 			addr.grh_present = 1;
 			addr.hop_limit = 64;
-			memcpy(addr.gid, f->b[i]->gid, 16);
+			memcpy(addr.gid, f->b[i]->gid, IB_GID_LEN);
 			mad_build_req(mad, ++f->comm, f->a[i]->gid, f->b[i]->gid, ++f->tid);
 			g_assert_cmpint(rdmacm_mux_send_mad(f->a[i]->mux, f->a[i]->gid, &addr, mad,
 							    256, &tickets[i]),
@@ -278,7 +278,7 @@ static void test_gid_taken_meanwhile(Fixture *f, gconstpointer data)
 
 	expect_events(&a0, 1, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
 	expect_events(&a0, 1, RDMACM_MUX_EVENT_GID_LOST, &ev);
-	g_assert_cmpmem(ev.gid, 16, a0->gid, 16);
+	g_assert_cmpmem(ev.gid, IB_GID_LEN, a0->gid, IB_GID_LEN);
 	g_assert_cmpint(ev.error, ==, -EACCES);
 	expect_events(&a0, 1, RDMACM_MUX_EVENT_RECONNECTED, &ev);
 	g_assert_cmpuint(ev.gids_registered, ==, 0);
@@ -332,11 +332,8 @@ static void test_device_loss(Fixture *f, gconstpointer data)
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/resilience/sigkill-under-load", Fixture, NULL, fixture_setup,
-		   test_sigkill_under_load, fixture_teardown);
-	g_test_add("/resilience/gid-taken-meanwhile", Fixture, NULL, fixture_setup,
-		   test_gid_taken_meanwhile, fixture_teardown);
-	g_test_add("/resilience/device-loss", Fixture, NULL, fixture_setup, test_device_loss,
-		   fixture_teardown);
+	harness_add_test("/resilience/sigkill-under-load", NULL, test_sigkill_under_load);
+	harness_add_test("/resilience/gid-taken-meanwhile", NULL, test_gid_taken_meanwhile);
+	harness_add_test("/resilience/device-loss", NULL, test_device_loss);
 	return g_test_run();
 }

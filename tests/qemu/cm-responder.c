@@ -32,20 +32,12 @@
 
 #include <rdmacm-mux.h>
 
+#include "cm-mad.h"
+#include "mux-send.h"
 #include "rdmacm-mux-bytes.h"
 
-/* CM attribute ids (IBTA vol 1, 12.6). */
-enum {
-	ATTR_REQ = 0x10, ATTR_MRA = 0x11, ATTR_REJ = 0x12, ATTR_REP = 0x13,
-	ATTR_RTU = 0x14, ATTR_DREQ = 0x15, ATTR_DREP = 0x16,
-	ATTR_SIDR_REQ = 0x17, ATTR_SIDR_REP = 0x18,
-};
-
-/* Byte offsets inside the 256-byte MAD (the CM message starts at 24). */
-#define OFF_TID 8
-#define OFF_LOCAL_ID 24
-#define OFF_REMOTE_ID 28
-#define OFF_REQ_SERVICE_ID 32
+/* Byte offsets inside the 256-byte MAD (the CM message starts at 24) that
+ * cm-mad.h has no name for. */
 #define OFF_REQ_LOCAL_QPN 56
 #define OFF_REQ_STARTING_PSN 68
 #define OFF_REP_LOCAL_QKEY 32
@@ -57,7 +49,6 @@ enum {
 #define OFF_REP_RNR_RETRY 51
 #define OFF_REP_CA_GUID 52
 #define OFF_SIDR_STATUS 28
-#define OFF_SIDR_QPN 32
 #define OFF_SIDR_REP_SERVICE_ID 36
 #define OFF_SIDR_REP_QKEY 44
 
@@ -73,7 +64,7 @@ enum {
 
 struct conn {
 	bool used;
-	uint8_t peer_gid[16];
+	uint8_t peer_gid[IB_GID_LEN];
 	uint32_t peer_id; /* the peer's comm id */
 	uint32_t our_id;
 	uint8_t rep[RDMACM_MUX_MAD_SIZE]; /* sent again for a retried REQ */
@@ -81,7 +72,7 @@ struct conn {
 
 struct responder {
 	struct rdmacm_mux *mux;
-	uint8_t gid[16];
+	uint8_t gid[IB_GID_LEN];
 	uint32_t next_id;
 	struct conn conns[MAX_CONNS];
 	unsigned n_sidr, n_req, n_mra, n_rtu, n_dreq, n_rej, n_other;
@@ -95,7 +86,7 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static const char *gid_str(const uint8_t gid[16])
+static const char *gid_str(const uint8_t gid[IB_GID_LEN])
 {
 	static char buf[2][INET6_ADDRSTRLEN];
 	static int i;
@@ -104,48 +95,32 @@ static const char *gid_str(const uint8_t gid[16])
 	return inet_ntop(AF_INET6, gid, buf[i], sizeof(buf[i]));
 }
 
-/* A reply: CM class, version 2, method Send, the request's TID. */
-static void reply_init(uint8_t mad[RDMACM_MUX_MAD_SIZE], const uint8_t *req, unsigned attr)
+/* A reply to @req: the request's TID, everything but the header zero. */
+static void reply_init(uint8_t mad[RDMACM_MUX_MAD_SIZE], const uint8_t *req, uint16_t attr)
 {
-	memset(mad, 0, RDMACM_MUX_MAD_SIZE);
-	mad[0] = 1;
-	mad[1] = 0x07;
-	mad[2] = 2;
-	mad[3] = 0x03;
-	memcpy(mad + OFF_TID, req + OFF_TID, 8);
-	mad[16] = (uint8_t)(attr >> 8);
-	mad[17] = (uint8_t)attr;
+	mad_build(mad, attr, 0, 0, mad_tid(req));
 }
 
-static int send_to(struct responder *rs, const uint8_t dest[16], const uint8_t *mad)
+static int send_to(struct responder *rs, const uint8_t dest[IB_GID_LEN], const uint8_t *mad)
 {
-	struct rdmacm_mux_mad_addr addr = { 0 };
-	struct rdmacm_mux_response resp;
-	uint32_t ticket;
-	int r;
+	int verdict = 0;
+	int r = mux_send_mad_wait(rs->mux, rs->gid, dest, mad, RDMACM_MUX_MAD_SIZE, 5000, &verdict);
 
-	addr.qpn = htonl(1);
-	addr.grh_present = 1;
-	addr.hop_limit = 64;
-	memcpy(addr.gid, dest, 16);
-	r = rdmacm_mux_send_mad(rs->mux, rs->gid, &addr, mad, RDMACM_MUX_MAD_SIZE, &ticket);
 	if (r == 0)
-		r = rdmacm_mux_wait(rs->mux, ticket, 5000, &resp);
-	if (r == 0)
-		r = resp.error;
+		r = verdict;
 	if (r < 0)
-		printf("send of attr 0x%02x to %s failed: %s (%s)\n", mad[17], gid_str(dest),
+		printf("send of attr 0x%02x to %s failed: %s (%s)\n", mad_attr(mad), gid_str(dest),
 		       strerror(-r), rdmacm_mux_last_error(rs->mux));
 	return r;
 }
 
 /* The connection a peer's REQ started (its comm id and GID). */
-static struct conn *conn_find_peer(struct responder *rs, const uint8_t gid[16], uint32_t peer_id)
+static struct conn *conn_find_peer(struct responder *rs, const uint8_t gid[IB_GID_LEN], uint32_t peer_id)
 {
 	for (int i = 0; i < MAX_CONNS; i++) {
 		struct conn *c = &rs->conns[i];
 
-		if (c->used && c->peer_id == peer_id && memcmp(c->peer_gid, gid, 16) == 0)
+		if (c->used && c->peer_id == peer_id && memcmp(c->peer_gid, gid, IB_GID_LEN) == 0)
 			return c;
 	}
 	return NULL;
@@ -165,7 +140,7 @@ static struct conn *conn_find_ours(struct responder *rs, uint32_t our_id)
 
 static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
-	uint32_t peer = get_be32(in->mad + OFF_LOCAL_ID);
+	uint32_t peer = mad_local(in->mad);
 	struct conn *c = conn_find_peer(rs, in->addr.gid, peer);
 
 	if (c) {
@@ -181,13 +156,13 @@ static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 		return 0;
 	}
 	c->used = true;
-	memcpy(c->peer_gid, in->addr.gid, 16);
+	memcpy(c->peer_gid, in->addr.gid, IB_GID_LEN);
 	c->peer_id = peer;
 	c->our_id = rs->next_id++;
 
-	reply_init(c->rep, in->mad, ATTR_REP);
-	put_be32(c->rep + OFF_LOCAL_ID, c->our_id);
-	put_be32(c->rep + OFF_REMOTE_ID, peer);
+	reply_init(c->rep, in->mad, CM_REP);
+	mad_set_local(c->rep, c->our_id);
+	mad_set_remote(c->rep, peer);
 	put_be32(c->rep + OFF_REP_LOCAL_QKEY, 0);
 	put_be32(c->rep + OFF_REP_LOCAL_QPN, OUR_RC_QPN << 8);
 	put_be32(c->rep + OFF_REP_STARTING_PSN, OUR_PSN << 8);
@@ -201,7 +176,7 @@ static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 	printf("REQ from %s comm 0x%08x service 0x%016llx QPN 0x%06x PSN 0x%06x"
 	       " -> REP comm 0x%08x QPN 0x%06x PSN 0x%06x\n",
 	       gid_str(in->addr.gid), peer,
-	       (unsigned long long)get_be64(in->mad + OFF_REQ_SERVICE_ID),
+	       (unsigned long long)mad_service_id(in->mad),
 	       get_be32(in->mad + OFF_REQ_LOCAL_QPN) >> 8, get_be32(in->mad + OFF_REQ_STARTING_PSN) >> 8,
 	       c->our_id, OUR_RC_QPN, OUR_PSN);
 	return send_to(rs, in->addr.gid, c->rep);
@@ -210,19 +185,19 @@ static int on_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 static int on_sidr_req(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
-	uint32_t request = get_be32(in->mad + OFF_LOCAL_ID);
+	uint32_t request = mad_local(in->mad);
 
-	reply_init(mad, in->mad, ATTR_SIDR_REP);
-	put_be32(mad + OFF_LOCAL_ID, request);
+	reply_init(mad, in->mad, CM_SIDR_REP);
+	mad_set_local(mad, request);
 	mad[OFF_SIDR_STATUS] = 0; /* success */
-	put_be32(mad + OFF_SIDR_QPN, OUR_UD_QPN << 8);
-	memcpy(mad + OFF_SIDR_REP_SERVICE_ID, in->mad + OFF_REQ_SERVICE_ID, 8);
+	mad_set_sidr_rep_qpn(mad, OUR_UD_QPN);
+	memcpy(mad + OFF_SIDR_REP_SERVICE_ID, in->mad + MAD_OFF_SERVICE_ID, 8);
 	put_be32(mad + OFF_SIDR_REP_QKEY, RDMA_CM_UDP_QKEY);
 	rs->n_sidr++;
 	printf("SIDR_REQ from %s request 0x%08x service 0x%016llx -> SIDR_REP QPN 0x%06x"
 	       " Q_Key 0x%08x\n",
 	       gid_str(in->addr.gid), request,
-	       (unsigned long long)get_be64(in->mad + OFF_REQ_SERVICE_ID), OUR_UD_QPN,
+	       (unsigned long long)mad_service_id(in->mad), OUR_UD_QPN,
 	       RDMA_CM_UDP_QKEY);
 	return send_to(rs, in->addr.gid, mad);
 }
@@ -230,12 +205,12 @@ static int on_sidr_req(struct responder *rs, const struct rdmacm_mux_inbound *in
 static int on_dreq(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
-	uint32_t peer = get_be32(in->mad + OFF_LOCAL_ID), ours = get_be32(in->mad + OFF_REMOTE_ID);
+	uint32_t peer = mad_local(in->mad), ours = mad_remote(in->mad);
 	struct conn *c = conn_find_ours(rs, ours);
 
-	reply_init(mad, in->mad, ATTR_DREP);
-	put_be32(mad + OFF_LOCAL_ID, ours);
-	put_be32(mad + OFF_REMOTE_ID, peer);
+	reply_init(mad, in->mad, CM_DREP);
+	mad_set_local(mad, ours);
+	mad_set_remote(mad, peer);
 	rs->n_dreq++;
 	printf("DREQ from %s comm 0x%08x for 0x%08x -> DREP, connection %s\n",
 	       gid_str(in->addr.gid), peer, ours, c ? "closed" : "unknown (answered anyway)");
@@ -246,39 +221,39 @@ static int on_dreq(struct responder *rs, const struct rdmacm_mux_inbound *in)
 
 static int handle(struct responder *rs, const struct rdmacm_mux_inbound *in)
 {
-	uint32_t local = get_be32(in->mad + OFF_LOCAL_ID), remote = get_be32(in->mad + OFF_REMOTE_ID);
+	uint32_t local = mad_local(in->mad), remote = mad_remote(in->mad);
 	struct conn *c;
 
-	switch (in->mad[17]) {
-	case ATTR_REQ:
+	switch (mad_attr(in->mad)) {
+	case CM_REQ:
 		return on_req(rs, in);
-	case ATTR_SIDR_REQ:
+	case CM_SIDR_REQ:
 		return on_sidr_req(rs, in);
-	case ATTR_DREQ:
+	case CM_DREQ:
 		return on_dreq(rs, in);
-	case ATTR_MRA:
+	case CM_MRA:
 		rs->n_mra++;
 		printf("MRA from %s comm 0x%08x for 0x%08x (the peer needs more time)\n",
 		       gid_str(in->addr.gid), local, remote);
 		return 0;
-	case ATTR_RTU:
+	case CM_RTU:
 		c = conn_find_ours(rs, remote);
 		rs->n_rtu++;
 		printf("RTU from %s comm 0x%08x for 0x%08x -> connection %s\n",
 		       gid_str(in->addr.gid), local, remote,
 		       c && c->peer_id == local ? "ESTABLISHED" : "unknown");
 		return 0;
-	case ATTR_REJ:
+	case CM_REJ:
 		rs->n_rej++;
 		printf("REJ from %s comm 0x%08x for 0x%08x reason %u\n", gid_str(in->addr.gid),
-		       local, remote, (unsigned)(in->mad[34] << 8 | in->mad[35]));
+		       local, remote, (unsigned)mad_rej_reason(in->mad));
 		c = conn_find_ours(rs, remote);
 		if (c)
 			c->used = false;
 		return 0;
 	default:
 		rs->n_other++;
-		printf("attr 0x%02x from %s ignored\n", in->mad[17], gid_str(in->addr.gid));
+		printf("attr 0x%02x from %s ignored\n", mad_attr(in->mad), gid_str(in->addr.gid));
 		return 0;
 	}
 }

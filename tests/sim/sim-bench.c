@@ -22,6 +22,7 @@
 #include <glib.h>
 #include <infiniband/umad.h>
 
+#include "cm-mad.h"
 #include "fabric.h"
 
 #define MAD_LEN 256
@@ -42,23 +43,19 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void build(void *umad, uint32_t seq, int sgid_index, const uint8_t dgid[16])
+static void build(void *umad, uint32_t seq, int sgid_index, const uint8_t dgid[IB_GID_LEN])
 {
 	uint8_t *mad = (uint8_t *)umad + 64;
 	ib_mad_addr_t *a = umad_get_mad_addr(umad);
-	uint32_t s = htobe32(seq);
 
-	mad[0] = 1;
-	mad[1] = 0x07;
-	mad[2] = 2;
-	mad[3] = 0x03;
-	mad[17] = 0x10;
-	memcpy(mad + 24, &s, 4);
+	mad_set_cm_header(mad);
+	mad_set_attr(mad, CM_REQ);
+	mad_set_local(mad, seq);
 	umad_set_addr(umad, 0xffff, 1, 0, 0x80010000);
 	a->grh_present = 1;
 	a->gid_index = (uint8_t)sgid_index;
 	a->hop_limit = 64;
-	memcpy(a->gid, dgid, 16);
+	memcpy(a->gid, dgid, IB_GID_LEN);
 }
 
 static int open_cm(const char *ca, int *agent)
@@ -131,7 +128,7 @@ int main(int argc, char **argv)
 	g_autoptr(GError) err = NULL;
 	g_autofree char *dir = g_dir_make_tmp("sim-bench-XXXXXX", &err);
 	g_autoptr(sim_fabric) f = sim_fabric_new();
-	uint8_t dgid[16];
+	uint8_t dgid[IB_GID_LEN];
 	char line[128];
 	double secs = 0, t0;
 	long got = 0;

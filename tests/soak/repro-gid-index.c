@@ -58,7 +58,7 @@ int main(void)
 	} else {
 		vm_expect(b, CM_REQ, &in);
 		inet_ntop(AF_INET6, in.addr.gid, sender, sizeof(sender));
-		verdict = memcmp(in.addr.gid, a->gid, 16) != 0;
+		verdict = memcmp(in.addr.gid, a->gid, IB_GID_LEN) != 0;
 		printf("a1 (::ffff:10.1.1.2, table index 258) sent a REQ; b1 sees it from %s: %s\n",
 		       sender,
 		       verdict ? "BUG: another client's GID (index 258 & 0xff = 2)" : "ok");

@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "rdmacm-mux-bytes.h"
 
 #define MAX_CONN 12
 #define RECENT_REQS 64
@@ -60,14 +59,14 @@ typedef struct Conn {
 	uint8_t tries;
 	uint32_t my_id;	  /* our comm id (0 for a REJ of a REQ) */
 	uint32_t peer_id; /* the peer's comm id as we see it */
-	uint8_t peer_gid[16];
+	uint8_t peer_gid[IB_GID_LEN];
 	int64_t timer; /* usec, monotonic */
 	uint8_t last[256]; /* the MAD to repeat */
 } Conn;
 
 typedef struct Client {
 	unsigned slot;
-	uint8_t gid[16];
+	uint8_t gid[IB_GID_LEN];
 	struct rdmacm_mux *mux; /* NULL while disconnected */
 	uint32_t tag;		/* slot << 4 | incarnation & 15 */
 	uint32_t next_seq;
@@ -75,7 +74,7 @@ typedef struct Client {
 	int64_t close_at;   /* usec: churn; 0 never */
 	Conn conn[MAX_CONN];
 	struct {
-		uint8_t gid[16];
+		uint8_t gid[IB_GID_LEN];
 		uint32_t id;
 	} recent[RECENT_REQS];
 	unsigned n_recent;
@@ -93,9 +92,9 @@ typedef struct Worker {
 	int64_t now;
 } Worker;
 
-void soak_slot_gid(unsigned slot, uint8_t gid[16])
+void soak_slot_gid(unsigned slot, uint8_t gid[IB_GID_LEN])
 {
-	memset(gid, 0, 16);
+	memset(gid, 0, IB_GID_LEN);
 	gid[10] = 0xff;
 	gid[11] = 0xff;
 	gid[12] = 10;
@@ -127,7 +126,7 @@ static int64_t mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void gid_text(const uint8_t gid[16], char *buf, size_t len)
+static void gid_text(const uint8_t gid[IB_GID_LEN], char *buf, size_t len)
 {
 	if (!inet_ntop(AF_INET6, gid, buf, (socklen_t)len))
 		g_strlcpy(buf, "?", len);
@@ -170,17 +169,17 @@ static uint32_t new_id(Client *c)
 
 static void client_close(Worker *w, Client *c, int64_t reopen_after);
 
-static void send_mad(Worker *w, Client *c, const uint8_t dest[16], uint8_t mad[256])
+static void send_mad(Worker *w, Client *c, const uint8_t dest[IB_GID_LEN], uint8_t mad[256])
 {
 	struct rdmacm_mux_mad_addr addr = { 0 };
 	int r;
 
-	memcpy(mad + OFF_FROM, c->gid, 16);
-	memcpy(mad + OFF_TO, dest, 16);
+	memcpy(mad + OFF_FROM, c->gid, IB_GID_LEN);
+	memcpy(mad + OFF_TO, dest, IB_GID_LEN);
 	addr.qpn = htonl(1);
 	addr.grh_present = 1;
 	addr.hop_limit = 64;
-	memcpy(addr.gid, dest, 16);
+	memcpy(addr.gid, dest, IB_GID_LEN);
 	r = rdmacm_mux_send_mad(c->mux, c->gid, &addr, mad, 256, NULL);
 	if (r == -ENOBUFS)
 		return; /* too many requests in flight: as good as lost */
@@ -208,11 +207,11 @@ static Conn *conn_by_id(Client *c, uint32_t my_id)
 	return NULL;
 }
 
-static Conn *conn_by_peer(Client *c, const uint8_t gid[16], uint32_t peer_id)
+static Conn *conn_by_peer(Client *c, const uint8_t gid[IB_GID_LEN], uint32_t peer_id)
 {
 	for (int i = 0; i < MAX_CONN; i++)
 		if (c->conn[i].state >= P_REP_SENT && c->conn[i].peer_id == peer_id &&
-		    memcmp(c->conn[i].peer_gid, gid, 16) == 0)
+		    memcmp(c->conn[i].peer_gid, gid, IB_GID_LEN) == 0)
 			return &c->conn[i];
 	return NULL;
 }
@@ -239,7 +238,7 @@ static void conn_resend(Worker *w, Client *c, Conn *k)
 
 static void start_exchange(Worker *w, Client *c)
 {
-	uint8_t mad[256], peer[16];
+	uint8_t mad[256], peer[IB_GID_LEN];
 	unsigned slot;
 	unsigned dice = (unsigned)(rnd(w) % 100);
 	Conn *k;
@@ -257,19 +256,18 @@ static void start_exchange(Worker *w, Client *c)
 	if (!k)
 		return;
 	soak_slot_gid(slot, peer);
-	memcpy(k->peer_gid, peer, 16);
+	memcpy(k->peer_gid, peer, IB_GID_LEN);
 	k->my_id = new_id(c);
 	if (!w->cfg->holder && dice < 20) {
 		mad_build(mad, CM_SIDR_REQ, k->my_id, 0, ++w->tid);
-		put_be32(mad + 32, 0);
-		put_be32(mad + 36, SERVICE_ACCEPT);
+		mad_set_service_id(mad, SERVICE_ACCEPT);
 		w->st->sidr_started++;
 		conn_send(w, c, k, A_SIDR_SENT, mad);
 		return;
 	}
 	mad_build_req(mad, k->my_id, c->gid, peer, ++w->tid);
 	if (!w->cfg->holder && dice < 30)
-		put_be32(mad + 36, SERVICE_REJECT);
+		mad_set_service_id(mad, SERVICE_REJECT);
 	w->st->conn_started++;
 	conn_send(w, c, k, A_REQ_SENT, mad);
 }
@@ -289,8 +287,7 @@ static void conn_timer(Worker *w, Client *c, Conn *k, bool quiesce)
 		}
 		/* REJ(Timeout): RemoteCommID 0, as a CM that got no REP. */
 		mad_build(mad, CM_REJ, k->my_id, 0, ++w->tid);
-		mad[32] = 1 << 6;
-		mad[35] = 4;
+		mad_set_rej(mad, 1, 4); /* MessageRejected: REP; Reason: Timeout */
 		send_mad(w, c, k->peer_gid, mad);
 		w->st->conn_gave_up++;
 		k->state = C_FREE;
@@ -329,20 +326,20 @@ static void conn_timer(Worker *w, Client *c, Conn *k, bool quiesce)
 
 /* ---- inbound ---- */
 
-static void remember_req(Client *c, const uint8_t gid[16], uint32_t id)
+static void remember_req(Client *c, const uint8_t gid[IB_GID_LEN], uint32_t id)
 {
 	unsigned i = c->n_recent++ % RECENT_REQS;
 
-	memcpy(c->recent[i].gid, gid, 16);
+	memcpy(c->recent[i].gid, gid, IB_GID_LEN);
 	c->recent[i].id = id;
 }
 
-static bool seen_req(const Client *c, const uint8_t gid[16], uint32_t id)
+static bool seen_req(const Client *c, const uint8_t gid[IB_GID_LEN], uint32_t id)
 {
 	unsigned n = MIN(c->n_recent, RECENT_REQS);
 
 	for (unsigned i = 0; i < n; i++)
-		if (c->recent[i].id == id && memcmp(c->recent[i].gid, gid, 16) == 0)
+		if (c->recent[i].id == id && memcmp(c->recent[i].gid, gid, IB_GID_LEN) == 0)
 			return true;
 	return false;
 }
@@ -354,11 +351,11 @@ static bool check_routing(Worker *w, Client *c, const struct rdmacm_mux_inbound 
 
 	if (in->mad_len != 256)
 		return misroute(w, c, in, "length"), false;
-	if (memcmp(in->local_gid, c->gid, 16) != 0)
+	if (memcmp(in->local_gid, c->gid, IB_GID_LEN) != 0)
 		return misroute(w, c, in, "daemon says another GID"), false;
-	if (memcmp(in->mad + OFF_TO, c->gid, 16) != 0)
+	if (memcmp(in->mad + OFF_TO, c->gid, IB_GID_LEN) != 0)
 		return misroute(w, c, in, "addressed to another GID"), false;
-	if (memcmp(in->mad + OFF_FROM, in->addr.gid, 16) != 0)
+	if (memcmp(in->mad + OFF_FROM, in->addr.gid, IB_GID_LEN) != 0)
 		return misroute(w, c, in, "sender address is not the sender"), false;
 	switch (attr) {
 	case CM_REQ:
@@ -402,12 +399,11 @@ static void on_req(Worker *w, Client *c, const struct rdmacm_mux_inbound *in, bo
 	k = conn_new(c);
 	if (!k)
 		return; /* busy: the peer retransmits or gives up */
-	memcpy(k->peer_gid, in->addr.gid, 16);
+	memcpy(k->peer_gid, in->addr.gid, IB_GID_LEN);
 	k->peer_id = peer_id;
-	if (get_be32(in->mad + 36) == SERVICE_REJECT) {
+	if (mad_service_id(in->mad) == SERVICE_REJECT) {
 		mad_build(mad, CM_REJ, 0, peer_id, ++w->tid);
-		mad[32] = 0 << 6; /* MessageRejected: REQ */
-		mad[35] = 28;	  /* consumer defined */
+		mad_set_rej(mad, 0, 28); /* MessageRejected: REQ; Reason: consumer defined */
 		w->st->passive_rej++;
 		conn_send(w, c, k, P_REJ_SENT, mad);
 		k->timer = w->now + TIMEWAIT_MS * 1000;
@@ -434,7 +430,7 @@ static void on_mad(Worker *w, Client *c, const struct rdmacm_mux_inbound *in, bo
 		return;
 	case CM_SIDR_REQ:
 		mad_build(mad, CM_SIDR_REP, mad_local(in->mad), 0, ++w->tid);
-		mad[34] = 0x03; /* QPN */
+		mad_set_sidr_rep_qpn(mad, 0x03);
 		w->st->sidr_answered++;
 		send_mad(w, c, in->addr.gid, mad);
 		return;

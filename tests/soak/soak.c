@@ -181,7 +181,7 @@ static void make_fabric(Soak *s)
 		GString *spec = g_string_new(host ? "simB=" : "simA=");
 
 		for (unsigned slot = host; slot < total; slot += 2) {
-			uint8_t gid[16];
+			uint8_t gid[IB_GID_LEN];
 			char text[64];
 
 			soak_slot_gid(slot, gid);

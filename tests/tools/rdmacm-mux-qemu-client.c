@@ -3,8 +3,8 @@
  * rdmacm-mux-qemu-client: a raw client of the base protocol that behaves
  * exactly like QEMU 4.0-9.0's pvrdma backend, for tests on any fabric.
  *
- * It uses libc and the protocol header only (no client library), and it
- * copies QEMU's habits on purpose:
+ * It uses libc, the protocol header and the tests' CM MAD helpers only (no
+ * client library), and it copies QEMU's habits on purpose:
  *   - AF_UNIX stream, fixed 360-byte frames, no HELLO;
  *   - after each request frame, ONE read that must be the RESP (msg_type 1,
  *     same op_code); anything else there is a protocol failure;
@@ -41,20 +41,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rdmacm-mux-proto.h"
+#include "cm-mad.h"
 #include "rdmacm-mux-bytes.h"
+#include "rdmacm-mux-proto.h"
 
-/* CM attribute ids and MAD offsets (IBTA vol 1, ch. 12). */
-enum {
-	ATTR_REQ = 0x10, ATTR_MRA = 0x11, ATTR_REJ = 0x12, ATTR_REP = 0x13,
-	ATTR_RTU = 0x14, ATTR_DREQ = 0x15, ATTR_DREP = 0x16, ATTR_SIDR_REQ = 0x17,
-	ATTR_SIDR_REP = 0x18,
-};
-#define OFF_LOCAL_ID 24
-#define OFF_REMOTE_ID 28
-#define OFF_SERVICE_ID 32
-#define OFF_REQ_REMOTE_GID 96 /* REQ: Primary RemotePortGID */
-#define OFF_CMA_HDR 40	      /* SIDR_REQ private data: rdma_cm's cma_hdr */
+#define OFF_CMA_HDR 40 /* SIDR_REQ private data: rdma_cm's cma_hdr */
 
 #define RETRY_MS 1000
 #define MAX_TRIES 5
@@ -62,7 +53,7 @@ enum {
 
 /* A REQ this client answered, so a retransmitted REQ gets the same REP. */
 struct answered {
-	uint8_t peer_gid[16];
+	uint8_t peer_gid[IB_GID_LEN];
 	uint32_t peer_id;
 	uint32_t our_id;
 };
@@ -72,7 +63,7 @@ struct answered {
 struct qclient {
 	const char *name;
 	int fd;
-	uint8_t gid[16];
+	uint8_t gid[IB_GID_LEN];
 	uint8_t gid_index;
 	uint32_t next_id;
 	uint32_t tid;
@@ -80,20 +71,7 @@ struct qclient {
 	unsigned n_answered;
 };
 
-static const char *attr_name(unsigned attr)
-{
-	static const char *const names[] = { "REQ", "MRA", "REJ", "REP", "RTU", "DREQ",
-					     "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR" };
-
-	return attr >= 0x10 && attr <= 0x1a ? names[attr - 0x10] : "?";
-}
-
-static unsigned mad_attr(const uint8_t *mad)
-{
-	return ((unsigned)mad[16] << 8) | mad[17];
-}
-
-static const char *gid_str(const uint8_t gid[16])
+static const char *gid_str(const uint8_t gid[IB_GID_LEN])
 {
 	static char buf[4][INET6_ADDRSTRLEN];
 	static int i;
@@ -178,12 +156,12 @@ static int read_frame(int fd, struct rdmacm_mux_msg *m, int timeout_ms)
 }
 
 /* A request frame with everything QEMU leaves zero at zero. */
-static void frame_init(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t gid[16])
+static void frame_init(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t gid[IB_GID_LEN])
 {
 	memset(m, 0, sizeof(*m));
 	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 	m->hdr.op_code = op;
-	memcpy(m->hdr.sgid.raw, gid, 16);
+	memcpy(m->hdr.sgid.raw, gid, IB_GID_LEN);
 }
 
 /*
@@ -245,17 +223,10 @@ static int gid_op(struct qclient *q, uint32_t op)
 
 /* ---- MADs ---- */
 
-/* A CM MAD header: base version 1, class 0x07, version 2, method Send. */
-static void mad_init(struct qclient *q, uint8_t mad[256], unsigned attr)
+/* A CM MAD of @attr with this client's next TID, all else zero. */
+static void mad_init(struct qclient *q, uint8_t mad[256], uint16_t attr)
 {
-	memset(mad, 0, 256);
-	mad[0] = 1;
-	mad[1] = 0x07;
-	mad[2] = 2;
-	mad[3] = 0x03;
-	put_be64(mad + 8, ++q->tid);
-	mad[16] = (uint8_t)(attr >> 8);
-	mad[17] = (uint8_t)attr;
+	mad_build(mad, attr, 0, 0, ++q->tid);
 }
 
 /*
@@ -274,18 +245,18 @@ static int send_mad(struct qclient *q, const uint8_t *intended, const uint8_t ma
 	m.umad.hdr.addr.grh_present = 1;
 	m.umad.hdr.addr.gid_index = q->gid_index;
 	m.umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m.umad.hdr.addr.gid, q->gid, 16); /* QEMU's bug C1 */
+	memcpy(m.umad.hdr.addr.gid, q->gid, IB_GID_LEN); /* QEMU's bug C1 */
 	memcpy(m.umad.mad, mad, 256);
-	r = request(q, &m, attr_name(mad_attr(mad)));
+	r = request(q, &m, mad_attr_name(mad_attr(mad)));
 	if (r == -EPROTO)
 		return r;
 	if (r != 0) {
 		fprintf(stderr, "[%s] sending %s failed: err_code %d (%s)\n", q->name,
-			attr_name(mad_attr(mad)), r, err_text(r));
+			mad_attr_name(mad_attr(mad)), r, err_text(r));
 		return -EIO;
 	}
-	printf("[%s] -> %-8s to %s  comm 0x%08x\n", q->name, attr_name(mad_attr(mad)),
-	       intended ? gid_str(intended) : "(session)", get_be32(mad + OFF_LOCAL_ID));
+	printf("[%s] -> %-8s to %s  comm 0x%08x\n", q->name, mad_attr_name(mad_attr(mad)),
+	       intended ? gid_str(intended) : "(session)", mad_local(mad));
 	return 0;
 }
 
@@ -317,7 +288,7 @@ static int recv_mad(struct qclient *q, struct rdmacm_mux_msg *m, int timeout_ms)
 		return -EPROTO;
 	}
 	/* QEMU uses all 16 bytes of hdr.sgid as the local GID. */
-	if (memcmp(m->hdr.sgid.raw, q->gid, 16) != 0) {
+	if (memcmp(m->hdr.sgid.raw, q->gid, IB_GID_LEN) != 0) {
 		fprintf(stderr, "[%s] PROTOCOL ERROR: inbound MAD for %s, we are %s\n", q->name,
 			gid_str(m->hdr.sgid.raw), gid_str(q->gid));
 		return -EPROTO;
@@ -330,8 +301,8 @@ static int recv_mad(struct qclient *q, struct rdmacm_mux_msg *m, int timeout_ms)
 		return -EPROTO;
 	}
 	printf("[%s] <- %-8s from %s  comm 0x%08x remote 0x%08x\n", q->name,
-	       attr_name(mad_attr(m->umad.mad)), gid_str(m->umad.hdr.addr.gid),
-	       get_be32(m->umad.mad + OFF_LOCAL_ID), get_be32(m->umad.mad + OFF_REMOTE_ID));
+	       mad_attr_name(mad_attr(m->umad.mad)), gid_str(m->umad.hdr.addr.gid),
+	       mad_local(m->umad.mad), mad_remote(m->umad.mad));
 	return 0;
 }
 
@@ -343,7 +314,7 @@ static int recv_mad(struct qclient *q, struct rdmacm_mux_msg *m, int timeout_ms)
 static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *mad,
 		    const unsigned *want, int nwant, bool by_request_id, struct rdmacm_mux_msg *in)
 {
-	uint32_t id = get_be32(mad + OFF_LOCAL_ID);
+	uint32_t id = mad_local(mad);
 
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
 		int64_t deadline;
@@ -353,35 +324,35 @@ static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *m
 			return r;
 		deadline = now_ms() + RETRY_MS;
 		while ((r = recv_mad(q, in, (int)(deadline > now_ms() ? deadline - now_ms() : 0))) == 0) {
-			uint32_t echo = get_be32(in->umad.mad + (by_request_id ? OFF_LOCAL_ID : OFF_REMOTE_ID));
+			uint32_t echo = by_request_id ? mad_local(in->umad.mad) : mad_remote(in->umad.mad);
 
 			for (int i = 0; i < nwant; i++)
 				if (mad_attr(in->umad.mad) == want[i] && echo == id)
 					return 0;
 			printf("[%s] ignoring %s (id 0x%08x, ours 0x%08x)\n", q->name,
-			       attr_name(mad_attr(in->umad.mad)), echo, id);
+			       mad_attr_name(mad_attr(in->umad.mad)), echo, id);
 		}
 		if (r != -ETIMEDOUT)
 			return r;
-		printf("[%s] no answer, sending %s again\n", q->name, attr_name(mad_attr(mad)));
+		printf("[%s] no answer, sending %s again\n", q->name, mad_attr_name(mad_attr(mad)));
 	}
-	fprintf(stderr, "[%s] no answer to %s after %d tries\n", q->name, attr_name(mad_attr(mad)),
+	fprintf(stderr, "[%s] no answer to %s after %d tries\n", q->name, mad_attr_name(mad_attr(mad)),
 		MAX_TRIES);
 	return -ETIMEDOUT;
 }
 
-static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t service)
+static int do_connect(struct qclient *q, const uint8_t dest[IB_GID_LEN], uint64_t service)
 {
-	static const unsigned want_rep[] = { ATTR_REP, ATTR_REJ };
-	static const unsigned want_drep[] = { ATTR_DREP };
+	static const unsigned want_rep[] = { CM_REP, CM_REJ };
+	static const unsigned want_drep[] = { CM_DREP };
 	struct rdmacm_mux_msg in;
-	uint8_t mad[256], peer[16];
+	uint8_t mad[256], peer[IB_GID_LEN];
 	uint32_t local = ++q->next_id, remote;
 	int r;
 
-	mad_init(q, mad, ATTR_REQ);
-	put_be32(mad + OFF_LOCAL_ID, local);
-	put_be64(mad + OFF_SERVICE_ID, service);
+	mad_init(q, mad, CM_REQ);
+	mad_set_local(mad, local);
+	mad_set_service_id(mad, service);
 	put_be64(mad + 40, 0x0002c90300000003ull); /* LocalCAGUID */
 	put_be32(mad + 52, 0x80010000);		 /* LocalQKey */
 	put_be32(mad + 56, 0x000400 << 8);		 /* LocalQPN 0x400 */
@@ -389,39 +360,38 @@ static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t servic
 	mad[72] = 0xff, mad[73] = 0xff;		 /* P_Key */
 	mad[74] = 3 << 4;			 /* PathMTU 1024 */
 	mad[75] = 15 << 4;			 /* MaxCMRetries */
-	memcpy(mad + 80, q->gid, 16);		 /* Primary LocalPortGID */
-	memcpy(mad + OFF_REQ_REMOTE_GID, dest, 16); /* the only place naming the peer */
+	mad_set_req_gids(mad, q->gid, dest);	 /* the peer's is the only place naming it */
 	mad[117] = 64;				 /* HopLimit */
 
 	r = exchange(q, dest, mad, want_rep, 2, false, &in);
 	if (r < 0)
 		return r;
-	memcpy(peer, in.umad.hdr.addr.gid, 16);
-	if (memcmp(peer, dest, 16) != 0) {
+	memcpy(peer, in.umad.hdr.addr.gid, IB_GID_LEN);
+	if (memcmp(peer, dest, IB_GID_LEN) != 0) {
 		fprintf(stderr, "[%s] the answer came from %s, not from %s\n", q->name,
 			gid_str(peer), gid_str(dest));
 		return -EPROTO;
 	}
-	if (mad_attr(in.umad.mad) == ATTR_REJ) {
+	if (mad_attr(in.umad.mad) == CM_REJ) {
 		printf("[%s] connection %u rejected, reason %u\n", q->name, local,
-		       (in.umad.mad[34] << 8) | in.umad.mad[35]);
+		       mad_rej_reason(in.umad.mad));
 		return 1;
 	}
-	remote = get_be32(in.umad.mad + OFF_LOCAL_ID);
+	remote = mad_local(in.umad.mad);
 
 	/* RTU and DREQ name no destination at all: the daemon's session does. */
-	mad_init(q, mad, ATTR_RTU);
-	put_be32(mad + OFF_LOCAL_ID, local);
-	put_be32(mad + OFF_REMOTE_ID, remote);
+	mad_init(q, mad, CM_RTU);
+	mad_set_local(mad, local);
+	mad_set_remote(mad, remote);
 	r = send_mad(q, dest, mad);
 	if (r < 0)
 		return r;
 	printf("[%s] connection %u established with %s (their comm id 0x%08x)\n", q->name, local,
 	       gid_str(dest), remote);
 
-	mad_init(q, mad, ATTR_DREQ);
-	put_be32(mad + OFF_LOCAL_ID, local);
-	put_be32(mad + OFF_REMOTE_ID, remote);
+	mad_init(q, mad, CM_DREQ);
+	mad_set_local(mad, local);
+	mad_set_remote(mad, remote);
 	r = exchange(q, dest, mad, want_drep, 1, false, &in);
 	if (r < 0)
 		return r;
@@ -431,16 +401,16 @@ static int do_connect(struct qclient *q, const uint8_t dest[16], uint64_t servic
 
 static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service)
 {
-	static const unsigned want[] = { ATTR_SIDR_REP };
+	static const unsigned want[] = { CM_SIDR_REP };
 	struct rdmacm_mux_msg in;
-	uint8_t mad[256], dest[16] = { [10] = 0xff, [11] = 0xff };
+	uint8_t mad[256], dest[IB_GID_LEN] = { [10] = 0xff, [11] = 0xff };
 	int r;
 
 	memcpy(dest + 12, dest_ip, 4);
-	mad_init(q, mad, ATTR_SIDR_REQ);
-	put_be32(mad + 24, ++q->next_id); /* RequestID */
+	mad_init(q, mad, CM_SIDR_REQ);
+	mad_set_local(mad, ++q->next_id); /* RequestID */
 	mad[28] = 0xff, mad[29] = 0xff; /* P_Key */
-	put_be64(mad + OFF_SERVICE_ID, service);
+	mad_set_service_id(mad, service);
 	/* rdma_cm's cma_hdr: version 0, IPv4, port, src and dst addresses. */
 	mad[OFF_CMA_HDR + 0] = 0;
 	mad[OFF_CMA_HDR + 1] = 4 << 4;
@@ -451,7 +421,7 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
 	r = exchange(q, dest, mad, want, 1, true, &in);
 	if (r < 0)
 		return r;
-	if (memcmp(in.umad.hdr.addr.gid, dest, 16) != 0) {
+	if (memcmp(in.umad.hdr.addr.gid, dest, IB_GID_LEN) != 0) {
 		fprintf(stderr, "[%s] the SIDR_REP came from %s, not from %s\n", q->name,
 			gid_str(in.umad.hdr.addr.gid), gid_str(dest));
 		return -EPROTO;
@@ -466,20 +436,20 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
  * answered it with before, so that a retransmitted REQ (the peer missed
  * our REP) gets the same REP again, as a real CM does.
  */
-static uint32_t answer_id(struct qclient *q, const uint8_t peer_gid[16], uint32_t peer_id)
+static uint32_t answer_id(struct qclient *q, const uint8_t peer_gid[IB_GID_LEN], uint32_t peer_id)
 {
 	struct answered *a;
 
 	for (unsigned i = 0; i < q->n_answered && i < MAX_ANSWERED; i++) {
 		a = &q->answered[i];
-		if (a->peer_id == peer_id && memcmp(a->peer_gid, peer_gid, 16) == 0) {
+		if (a->peer_id == peer_id && memcmp(a->peer_gid, peer_gid, IB_GID_LEN) == 0) {
 			printf("[%s] REQ 0x%08x again: answering with comm 0x%08x again\n", q->name,
 			       peer_id, a->our_id);
 			return a->our_id;
 		}
 	}
 	a = &q->answered[q->n_answered++ % MAX_ANSWERED];
-	memcpy(a->peer_gid, peer_gid, 16);
+	memcpy(a->peer_gid, peer_gid, IB_GID_LEN);
 	a->peer_id = peer_id;
 	a->our_id = ++q->next_id;
 	return a->our_id;
@@ -503,38 +473,38 @@ static int do_serve(struct qclient *q, int count, int timeout_s)
 		}
 		if (r < 0)
 			return r;
-		peer = get_be32(im + OFF_LOCAL_ID);
+		peer = mad_local(im);
 		switch (mad_attr(im)) {
-		case ATTR_REQ:
-			mad_init(q, mad, ATTR_REP);
-			memcpy(mad + 8, im + 8, 8); /* a reply copies the TID */
-			put_be32(mad + OFF_LOCAL_ID, answer_id(q, in.umad.hdr.addr.gid, peer));
-			put_be32(mad + OFF_REMOTE_ID, peer);
+		case CM_REQ:
+			mad_init(q, mad, CM_REP);
+			mad_set_tid(mad, mad_tid(im)); /* a reply copies the TID */
+			mad_set_local(mad, answer_id(q, in.umad.hdr.addr.gid, peer));
+			mad_set_remote(mad, peer);
 			put_be32(mad + 32, 0x80010000);		/* LocalQKey */
 			put_be32(mad + 36, 0x000500 << 8);		/* LocalQPN 0x500 */
 			put_be32(mad + 44, 0x0fedcb << 8);		/* StartingPSN */
 			put_be64(mad + 52, 0x0002c90300000004ull); /* LocalCAGUID */
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			break;
-		case ATTR_RTU:
+		case CM_RTU:
 			printf("[%s] connection 0x%08x established\n", q->name,
-			       get_be32(im + OFF_REMOTE_ID));
+			       mad_remote(im));
 			break;
-		case ATTR_DREQ:
-			mad_init(q, mad, ATTR_DREP);
-			memcpy(mad + 8, im + 8, 8);
-			put_be32(mad + OFF_LOCAL_ID, get_be32(im + OFF_REMOTE_ID));
-			put_be32(mad + OFF_REMOTE_ID, peer);
+		case CM_DREQ:
+			mad_init(q, mad, CM_DREP);
+			mad_set_tid(mad, mad_tid(im));
+			mad_set_local(mad, mad_remote(im));
+			mad_set_remote(mad, peer);
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			done++;
 			break;
-		case ATTR_SIDR_REQ:
-			mad_init(q, mad, ATTR_SIDR_REP);
-			memcpy(mad + 8, im + 8, 8);
-			put_be32(mad + 24, peer);		     /* RequestID echoed */
+		case CM_SIDR_REQ:
+			mad_init(q, mad, CM_SIDR_REP);
+			mad_set_tid(mad, mad_tid(im));
+			mad_set_local(mad, peer);		     /* RequestID echoed */
 			mad[28] = 0;			     /* Status: success */
-			put_be32(mad + 32, 0x000600 << 8);	     /* QPN 0x600 */
-			memcpy(mad + 36, im + OFF_SERVICE_ID, 8); /* ServiceID */
+			mad_set_sidr_rep_qpn(mad, 0x000600);	     /* QPN 0x600 */
+			memcpy(mad + 36, im + MAD_OFF_SERVICE_ID, 8); /* ServiceID */
 			put_be32(mad + 44, 0x22222222);	     /* Q_Key */
 			r = send_mad(q, in.umad.hdr.addr.gid, mad);
 			done++;
@@ -593,7 +563,7 @@ int main(int argc, char **argv)
 	const char *socket_path = NULL, *gid = NULL, *mode;
 	uint64_t service = 0x0000000001064e20ull; /* rdma_cm TCP port 20000 */
 	int count = 1, timeout_s = 30, opt, r;
-	uint8_t dest[16];
+	uint8_t dest[IB_GID_LEN];
 
 	while ((opt = getopt_long(argc, argv, "S:g:n:c:s:t:i:h", longopts, NULL)) != -1) {
 		switch (opt) {

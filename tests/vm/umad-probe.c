@@ -23,25 +23,16 @@
 
 #include <infiniband/umad.h>
 
+#include "cm-mad.h"
 #include "rdmacm-mux-bytes.h"
 
-#define CM_CLASS 0x07
-#define CM_CLASS_VERSION 2
-#define CM_METHOD_SEND 0x03
-#define CM_ATTR_REQ 0x0010
-#define CM_ATTR_REP 0x0013
 #define CM_QKEY 0x80010000u
 #define MAD_LEN 256
 #define MAX_GID_INDEX 256 /* ib_mad_addr_t.gid_index is a u8 */
 
-/* Offsets in the 256-byte MAD (common header, then the CM payload). */
-#define OFF_BASE_VERSION 0
+/* Offsets in the 256-byte MAD's common header that cm-mad.h does not name. */
 #define OFF_CLASS 1
-#define OFF_CLASS_VERSION 2
 #define OFF_METHOD 3
-#define OFF_TID 8
-#define OFF_ATTR_ID 16
-#define OFF_COMM_ID 24
 
 static const char *prog = "umad-probe";
 
@@ -78,7 +69,7 @@ static void usage(void)
 		prog);
 }
 
-static bool parse_gid(const char *s, uint8_t gid[16])
+static bool parse_gid(const char *s, uint8_t gid[IB_GID_LEN])
 {
 	if (inet_pton(AF_INET6, s, gid) != 1) {
 		fprintf(stderr, "%s: not a GID: %s\n", prog, s);
@@ -87,7 +78,7 @@ static bool parse_gid(const char *s, uint8_t gid[16])
 	return true;
 }
 
-static const char *gid_str(const uint8_t gid[16], char buf[INET6_ADDRSTRLEN])
+static const char *gid_str(const uint8_t gid[IB_GID_LEN], char buf[INET6_ADDRSTRLEN])
 {
 	if (!inet_ntop(AF_INET6, gid, buf, INET6_ADDRSTRLEN))
 		snprintf(buf, INET6_ADDRSTRLEN, "?");
@@ -95,7 +86,7 @@ static const char *gid_str(const uint8_t gid[16], char buf[INET6_ADDRSTRLEN])
 }
 
 /* Reads a sysfs GID ("0000:0000:...:0a00:0001") into 16 bytes. */
-static bool read_sysfs_gid(const char *path, uint8_t gid[16])
+static bool read_sysfs_gid(const char *path, uint8_t gid[IB_GID_LEN])
 {
 	unsigned int w[8];
 	FILE *f = fopen(path, "re");
@@ -114,18 +105,18 @@ static bool read_sysfs_gid(const char *path, uint8_t gid[16])
 }
 
 /* The index of GID in DEV's port-1 table, or -1 (with a message). */
-static int gid_index(const char *dev, const uint8_t gid[16])
+static int gid_index(const char *dev, const uint8_t gid[IB_GID_LEN])
 {
 	const char *root = getenv("UMAD_PROBE_SYSFS");
 	char path[512], buf[INET6_ADDRSTRLEN];
-	uint8_t g[16];
+	uint8_t g[IB_GID_LEN];
 
 	if (!root)
 		root = "/sys";
 	for (int i = 0; i < MAX_GID_INDEX; i++) {
 		snprintf(path, sizeof(path),
 			 "%s/class/infiniband/%s/ports/1/gids/%d", root, dev, i);
-		if (read_sysfs_gid(path, g) && memcmp(g, gid, 16) == 0)
+		if (read_sysfs_gid(path, g) && memcmp(g, gid, IB_GID_LEN) == 0)
 			return i;
 	}
 	fprintf(stderr, "%s: GID %s is not in %s port 1's table\n", prog,
@@ -148,9 +139,9 @@ static int register_send_agent(int fd)
 {
 	long mask[16 / sizeof(long)] = { 0 };
 
-	mask[0] = 1L << CM_METHOD_SEND;
+	mask[0] = 1L << CM_MAD_METHOD_SEND;
 	errno = 0;
-	return umad_register(fd, CM_CLASS, CM_CLASS_VERSION, 0, mask);
+	return umad_register(fd, CM_MAD_CLASS, CM_MAD_CLASS_VERSION, 0, mask);
 }
 
 static int cmd_register(const char *dev, int port)
@@ -248,7 +239,7 @@ static int cmd_hold(const char *dev, int port)
 }
 
 /* Fills a CM MAD and its send address (QP1, CM qkey, GRH from sgid_index). */
-static void build_mad(void *umad, int sgid_index, const uint8_t dgid[16],
+static void build_mad(void *umad, int sgid_index, const uint8_t dgid[IB_GID_LEN],
 		      uint16_t attr, uint64_t tid, uint32_t comm_id)
 {
 	ib_user_mad_t *u = umad;
@@ -259,14 +250,8 @@ static void build_mad(void *umad, int sgid_index, const uint8_t dgid[16],
 	u->addr.grh_present = 1;
 	u->addr.gid_index = (uint8_t)sgid_index;
 	u->addr.hop_limit = 64;
-	memcpy(u->addr.gid, dgid, 16);
-	mad[OFF_BASE_VERSION] = 1;
-	mad[OFF_CLASS] = CM_CLASS;
-	mad[OFF_CLASS_VERSION] = CM_CLASS_VERSION;
-	mad[OFF_METHOD] = CM_METHOD_SEND;
-	put_be64(mad + OFF_TID, tid);
-	put_be16(mad + OFF_ATTR_ID, attr);
-	put_be32(mad + OFF_COMM_ID, comm_id);
+	memcpy(u->addr.gid, dgid, IB_GID_LEN);
+	mad_build(mad, attr, comm_id, 0, tid);
 }
 
 static void print_received(const char *what, int agent, const void *umad)
@@ -280,8 +265,8 @@ static void print_received(const char *what, int agent, const void *umad)
 	       " comm_id=0x%08x\n",
 	       what, agent, u->status, ntohl(u->addr.qpn), u->addr.grh_present,
 	       u->addr.gid_index, gid_str(u->addr.gid, buf), mad[OFF_CLASS],
-	       mad[OFF_METHOD], get_be16(mad + OFF_ATTR_ID),
-	       get_be64(mad + OFF_TID), get_be32(mad + OFF_COMM_ID));
+	       mad[OFF_METHOD], mad_attr(mad),
+	       mad_tid(mad), mad_local(mad));
 }
 
 /* Receives one MAD; returns the agent id, or -1 after a message. */
@@ -301,7 +286,7 @@ static int recv_one(int fd, void *umad, int timeout_ms, const char *what)
 
 /* Checks a received MAD against what was sent; returns the error count. */
 static int check_received(const void *umad, int want_agent, int agent,
-			  int want_gid_index, const uint8_t want_gid[16],
+			  int want_gid_index, const uint8_t want_gid[IB_GID_LEN],
 			  uint16_t attr, uint64_t tid, uint32_t comm_id)
 {
 	const ib_user_mad_t *u = umad;
@@ -324,18 +309,18 @@ static int check_received(const void *umad, int want_agent, int agent,
 	CHECK(ntohl(u->addr.qpn) == 1, "qpn %u, want 1", ntohl(u->addr.qpn));
 	CHECK(u->addr.gid_index == want_gid_index, "gid_index %u, want %d",
 	      u->addr.gid_index, want_gid_index);
-	CHECK(memcmp(u->addr.gid, want_gid, 16) == 0, "gid %s, want %s",
+	CHECK(memcmp(u->addr.gid, want_gid, IB_GID_LEN) == 0, "gid %s, want %s",
 	      gid_str(u->addr.gid, b1), gid_str(want_gid, b2));
-	CHECK(mad[OFF_CLASS] == CM_CLASS && mad[OFF_METHOD] == CM_METHOD_SEND,
+	CHECK(mad[OFF_CLASS] == CM_MAD_CLASS && mad[OFF_METHOD] == CM_MAD_METHOD_SEND,
 	      "class 0x%02x method 0x%02x", mad[OFF_CLASS], mad[OFF_METHOD]);
-	CHECK(get_be16(mad + OFF_ATTR_ID) == attr, "attr 0x%04x, want 0x%04x",
-	      get_be16(mad + OFF_ATTR_ID), attr);
+	CHECK(mad_attr(mad) == attr, "attr 0x%04x, want 0x%04x",
+	      mad_attr(mad), attr);
 	/* The kernel rewrites the upper 32 TID bits with the agent's hi_tid. */
-	CHECK((uint32_t)get_be64(mad + OFF_TID) == (uint32_t)tid,
+	CHECK((uint32_t)mad_tid(mad) == (uint32_t)tid,
 	      "tid low bits 0x%08x, want 0x%08x",
-	      (uint32_t)get_be64(mad + OFF_TID), (uint32_t)tid);
-	CHECK(get_be32(mad + OFF_COMM_ID) == comm_id,
-	      "comm_id 0x%08x, want 0x%08x", get_be32(mad + OFF_COMM_ID),
+	      (uint32_t)mad_tid(mad), (uint32_t)tid);
+	CHECK(mad_local(mad) == comm_id,
+	      "comm_id 0x%08x, want 0x%08x", mad_local(mad),
 	      comm_id);
 #undef CHECK
 	return bad;
@@ -353,7 +338,7 @@ static int send_mad(int fd, int agent, void *umad)
 static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 		    const char *dgid_s)
 {
-	uint8_t sgid[16], dgid[16];
+	uint8_t sgid[IB_GID_LEN], dgid[IB_GID_LEN];
 	int sidx, didx, sfd, dfd, sagent, dagent, got, ret, bad;
 	void *sbuf, *dbuf;
 	uint32_t comm_id = 0x11220000u ^ (uint32_t)getpid();
@@ -384,7 +369,7 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 	if (!sbuf || !dbuf)
 		return 1;
 
-	build_mad(sbuf, sidx, dgid, CM_ATTR_REQ, tid, comm_id);
+	build_mad(sbuf, sidx, dgid, CM_REQ, tid, comm_id);
 	ret = send_mad(sfd, sagent, sbuf);
 	if (ret < 0) {
 		fprintf(stderr, "%s: REQ send failed: %s\n", prog,
@@ -394,7 +379,7 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 	got = recv_one(dfd, dbuf, 5000, "REQ received");
 	if (got < 0)
 		return 1;
-	bad = check_received(dbuf, dagent, got, didx, sgid, CM_ATTR_REQ, tid,
+	bad = check_received(dbuf, dagent, got, didx, sgid, CM_REQ, tid,
 			     comm_id);
 
 	/* Reply through the received address, as a CM peer would. */
@@ -404,8 +389,8 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 
 		u->addr.qpn = htonl(1);
 		u->addr.qkey = htonl(CM_QKEY);
-		put_be16(mad + OFF_ATTR_ID, CM_ATTR_REP);
-		put_be32(mad + OFF_COMM_ID, ~comm_id);
+		mad_set_attr(mad, CM_REP);
+		mad_set_local(mad, ~comm_id);
 	}
 	ret = send_mad(dfd, dagent, dbuf);
 	if (ret < 0) {
@@ -416,7 +401,7 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 	got = recv_one(sfd, sbuf, 5000, "REP received");
 	if (got < 0)
 		return 1;
-	bad += check_received(sbuf, sagent, got, sidx, dgid, CM_ATTR_REP, tid,
+	bad += check_received(sbuf, sagent, got, sidx, dgid, CM_REP, tid,
 			      ~comm_id);
 	umad_free(sbuf);
 	umad_free(dbuf);
@@ -432,7 +417,7 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 static int send_one(const char *sdev, const char *sgid_s, const char *dgid_s,
 		    uint32_t comm_id, int *err)
 {
-	uint8_t sgid[16], dgid[16];
+	uint8_t sgid[IB_GID_LEN], dgid[IB_GID_LEN];
 	int sidx, fd, agent, ret;
 	void *buf;
 
@@ -446,7 +431,7 @@ static int send_one(const char *sdev, const char *sgid_s, const char *dgid_s,
 		return 1;
 	/* A NULL mask: this agent only sends, so it never competes with
 	 * the port's Send-mask owner. */
-	agent = umad_register(fd, CM_CLASS, CM_CLASS_VERSION, 0, NULL);
+	agent = umad_register(fd, CM_MAD_CLASS, CM_MAD_CLASS_VERSION, 0, NULL);
 	if (agent < 0) {
 		fprintf(stderr, "%s: registration failed: %s\n", prog,
 			strerror(errno));
@@ -455,7 +440,7 @@ static int send_one(const char *sdev, const char *sgid_s, const char *dgid_s,
 	buf = umad_alloc(1, umad_size() + MAD_LEN);
 	if (!buf)
 		return 1;
-	build_mad(buf, sidx, dgid, CM_ATTR_REQ, 0x5e5d00000000ull | comm_id,
+	build_mad(buf, sidx, dgid, CM_REQ, 0x5e5d00000000ull | comm_id,
 		  comm_id);
 	errno = 0;
 	ret = send_mad(fd, agent, buf);
@@ -534,7 +519,7 @@ static int cmd_recv(const char *dev, const char *timeout_s, bool reply)
 
 		u->addr.qpn = htonl(1);
 		u->addr.qkey = htonl(CM_QKEY);
-		put_be16(mad + OFF_ATTR_ID, CM_ATTR_REP);
+		mad_set_attr(mad, CM_REP);
 		ret = send_mad(fd, agent, buf);
 		if (ret < 0) {
 			fprintf(stderr, "%s: reply failed: %s\n", prog,
@@ -596,7 +581,7 @@ static bool forge_line(const char *dev, int fd, int agent, void *buf, char *line
 		memcpy(u->addr.gid, dgid, 16);
 		memcpy(umad_get_mad(buf), mad, MAD_LEN);
 		put_be32((uint8_t *)umad_get_mad(buf) + offset, get_be32(mad + offset) + (uint32_t)i);
-		put_be64((uint8_t *)umad_get_mad(buf) + OFF_TID, get_be64(mad + OFF_TID) + i);
+		put_be64((uint8_t *)umad_get_mad(buf) + MAD_OFF_TID, get_be64(mad + MAD_OFF_TID) + i);
 		if (send_mad(fd, agent, buf) < 0)
 			(*failed)++;
 		else
@@ -706,7 +691,7 @@ int main(int argc, char **argv)
 		return port < 0 ? 2 : cmd_hold(argv[2], port);
 	}
 	if (!strcmp(cmd, "gid-index") && argc == 4) {
-		uint8_t gid[16];
+		uint8_t gid[IB_GID_LEN];
 		int idx;
 
 		if (!parse_gid(argv[3], gid))

@@ -20,22 +20,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cm-mad.h"
 #include "rdmacm-mux.h"
 #include "test-golden.h"
 
 #define OPEN_TIMEOUT_MS 5000
 #define WAIT_TIMEOUT_MS 5000
 
-static const uint8_t gid_a[16] = {
+static const uint8_t gid_a[IB_GID_LEN] = {
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1,
 };
-static const uint8_t gid_b[16] = {
+static const uint8_t gid_b[IB_GID_LEN] = {
 	0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0xaa, 0xbb, 0xff, 0xfe, 0xcc, 0xdd, 0xee,
 };
-static const uint8_t gid_remote[16] = {
+static const uint8_t gid_remote[IB_GID_LEN] = {
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2,
 };
-static const uint8_t gid_c[16] = {
+static const uint8_t gid_c[IB_GID_LEN] = {
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 3,
 };
 
@@ -250,17 +251,14 @@ static void build_inbound(uint8_t *b, const uint8_t *local_gid, int32_t len,
 	gold_put_be16(b, GOLD_OFF_LID, 0x0022);
 	b[GOLD_OFF_GRH_PRESENT] = 1;
 	b[GOLD_OFF_HOP_LIMIT] = 64;
-	memcpy(b + GOLD_OFF_ADDR_GID, gid_remote, 16);
+	memcpy(b + GOLD_OFF_ADDR_GID, gid_remote, IB_GID_LEN);
 	gold_put_be32(b, GOLD_OFF_FLOW_LABEL, 0x12345);
 	if (len >= 24) {
-		mad[0] = 1;
-		mad[1] = 0x07;
-		mad[2] = 2;
-		mad[3] = 3;
-		gold_put_be16(mad, 16, 0x13);
+		mad_set_cm_header(mad);
+		mad_set_attr(mad, CM_REP);
 	}
 	if (len >= 28)
-		gold_put_be32(mad, 24, tag);
+		mad_set_local(mad, tag);
 	if (len > 0 && len <= GOLD_MAD_SIZE)
 		mad[len - 1] ^= 0x5a;
 }
@@ -271,7 +269,7 @@ static void check_inbound(const struct rdmacm_mux_inbound *in,
 	uint8_t golden[GOLD_FRAME_SIZE];
 
 	build_inbound(golden, local_gid, (int32_t)len, tag);
-	g_assert_cmpmem(in->local_gid, 16, local_gid, 16);
+	g_assert_cmpmem(in->local_gid, IB_GID_LEN, local_gid, IB_GID_LEN);
 	g_assert_cmpuint(in->mad_len, ==, len);
 	g_assert_cmpmem(in->mad, len, golden + GOLD_OFF_MAD, len);
 	for (size_t i = len; i < sizeof(in->mad); i++)
@@ -280,7 +278,7 @@ static void check_inbound(const struct rdmacm_mux_inbound *in,
 	g_assert_cmpuint(g_ntohs(in->addr.lid), ==, 0x22);
 	g_assert_cmpuint(in->addr.grh_present, ==, 1);
 	g_assert_cmpuint(in->addr.hop_limit, ==, 64);
-	g_assert_cmpmem(in->addr.gid, 16, gid_remote, 16);
+	g_assert_cmpmem(in->addr.gid, IB_GID_LEN, gid_remote, IB_GID_LEN);
 	g_assert_cmpuint(g_ntohl(in->addr.flow_label), ==, 0x12345);
 }
 
@@ -673,7 +671,7 @@ static void fill_addr(struct rdmacm_mux_mad_addr *a)
 	a->gid_index = 9; /* ignored by the daemon, passed as given */
 	a->hop_limit = 0xff;
 	a->traffic_class = 0x10;
-	memcpy(a->gid, gid_remote, 16);
+	memcpy(a->gid, gid_remote, IB_GID_LEN);
 	a->flow_label = g_htonl(0x54321);
 	a->pkey_index = 1;
 	memset(a->reserved, 0xee, sizeof(a->reserved)); /* must not leak out */
@@ -683,10 +681,7 @@ static void fill_mad(uint8_t *mad, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		mad[i] = (uint8_t)(0x40 + i);
-	mad[0] = 1;
-	mad[1] = 0x07;
-	mad[2] = 2;
-	mad[3] = 3;
+	mad_set_cm_header(mad);
 }
 
 static void expect_mad_request(const uint8_t *got, size_t len)
@@ -701,7 +696,7 @@ static void expect_mad_request(const uint8_t *got, size_t len)
 	golden[GOLD_OFF_GID_INDEX] = 9;
 	golden[GOLD_OFF_HOP_LIMIT] = 0xff;
 	golden[GOLD_OFF_TRAFFIC_CLASS] = 0x10;
-	memcpy(golden + GOLD_OFF_ADDR_GID, gid_remote, 16);
+	memcpy(golden + GOLD_OFF_ADDR_GID, gid_remote, IB_GID_LEN);
 	gold_put_be32(golden, GOLD_OFF_FLOW_LABEL, 0x54321);
 	gold_put_u16(golden, GOLD_OFF_PKEY_INDEX, 1);
 	fill_mad(golden + GOLD_OFF_MAD, len);
@@ -1726,7 +1721,7 @@ static void test_reconnect_gid_lost(Fixture *f, gconstpointer data)
 
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_GID_LOST, &ev);
-	g_assert_cmpmem(ev.gid, 16, gid_a, 16);
+	g_assert_cmpmem(ev.gid, IB_GID_LEN, gid_a, IB_GID_LEN);
 	g_assert_cmpint(ev.error, ==, -EACCES);
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
 	g_assert_cmpuint(ev.gids_registered, ==, 1);
