@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacm-mux: main. Owns the command line, the listening sockets (the main
- * one and the control socket, by socket activation or our own bind),
- * signals, systemd notification, and the one sd-event loop that drives
- * everything else.
+ * rdmacm-mux: main. Owns the command line, which sockets to serve (those
+ * systemd passed, else our own: the listener unit does the work), the fd
+ * budget, signals, systemd notification, and the one sd-event loop that
+ * drives everything else.
  *
  * Exit status: 0 after a clean shutdown; 1 for a failure at start or at run
  * time; 2 for a bad command line; 3 when the CM class is already owned on
@@ -11,25 +11,20 @@
  * went away.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <glib.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "control.h"
+#include "listener.h"
 #include "log.h"
 #include "pcap-writer.h"
 #include "relay.h"
@@ -41,6 +36,8 @@
 #define EXIT_NO_DEVICE 4
 
 #define STATUS_INTERVAL_USEC (2 * 1000000u)
+/* Out of fds, look again this often. */
+#define LISTENER_RETRY_MS 100
 
 typedef struct Options {
 	char *device;
@@ -85,7 +82,7 @@ typedef struct Daemon {
 	Control *control;
 	PcapWriter *pcap;
 	sd_event *event;
-	sd_event_source *listen_src;
+	Listener *listener;
 	sd_event_source *status_timer;
 	Relay *relay;
 	GArray *allow_uids;
@@ -261,152 +258,15 @@ static int parse_id_list(char **list, GArray **ret, const char *what)
 	return 0;
 }
 
-static bool id_allowed(const GArray *list, guint id)
-{
-	if (!list || list->len == 0)
-		return true;
-	for (guint i = 0; i < list->len; i++)
-		if (g_array_index(list, guint, i) == id)
-			return true;
-	return false;
-}
-
-/* ---- listening socket ---- */
-
-/* Remove a socket file left by a daemon that died, never a live one. */
-static int remove_stale_socket(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	_cleanup_fd_ int fd = -1;
-
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		log_error("%s exists and is not a socket; not touching it", path);
-		return -EEXIST;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		log_error("another rdmacm-mux is serving %s; stop it first", path);
-		return -EADDRINUSE;
-	}
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* The --mode and --group of both sockets. */
-static int socket_perms_parse(const Daemon *d, mode_t *ret_mode, gid_t *ret_gid)
-{
-	unsigned long mode = 0660;
-	gid_t gid = (gid_t)-1;
-
-	if (d->opt.mode) {
-		char *end;
-		mode = strtoul(d->opt.mode, &end, 8);
-		if (!*d->opt.mode || *end || mode > 0777) {
-			log_error("bad --mode '%s': use octal, e.g. 0660", d->opt.mode);
-			return -EINVAL;
-		}
-	}
-	/* An empty --group (an unset RDMACM_MUX_GROUP= in the config) means
-	 * "keep the default group". */
-	if (d->opt.group && *d->opt.group) {
-		struct group *g = getgrnam(d->opt.group);
-		char *end;
-		unsigned long v = strtoul(d->opt.group, &end, 10);
-
-		if (g)
-			gid = g->gr_gid;
-		else if (*d->opt.group && !*end)
-			gid = (gid_t)v;
-		else {
-			log_error("no such group '%s' (--group)", d->opt.group);
-			return -ENOENT;
-		}
-	}
-	*ret_mode = (mode_t)mode;
-	*ret_gid = gid;
-	return 0;
-}
-
-/*
- * Bind and listen on @path with @mode and @gid, replacing a stale socket
- * file. Sets *@bound once the file exists, so the caller removes it even
- * when a later step fails. Logs every failure (only it knows the step).
- */
-static int socket_bind(const Daemon *d, const char *path, mode_t mode, gid_t gid, int *ret_fd,
-		       bool *bound)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	_cleanup_fd_ int fd = -1;
-	mode_t old_umask;
-	int r;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_error("socket path %s is too long (%zu bytes, the limit is %zu)", path,
-			  strlen(path), sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	r = remove_stale_socket(path);
-	if (r < 0)
-		return r;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	/* Never let the socket exist with wider permissions than asked. */
-	old_umask = umask(0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old_umask);
-	if (r < 0) {
-		r = -errno;
-		log_error("cannot bind %s: %s", path, strerror(-r));
-		return r;
-	}
-	*bound = true;
-	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
-		r = -errno;
-		log_error("cannot give %s to group %s: %s", path, d->opt.group, strerror(-r));
-		return r;
-	}
-	if (chmod(path, mode) < 0) {
-		r = -errno;
-		log_error("cannot chmod %s: %s", path, strerror(-r));
-		return r;
-	}
-	if (listen(fd, SOMAXCONN) < 0) {
-		r = -errno;
-		log_error("cannot listen on %s: %s", path, strerror(-r));
-		return r;
-	}
-	*ret_fd = fd_steal(&fd);
-	return 0;
-}
-
-static int listener_bind(Daemon *d)
-{
-	mode_t mode;
-	gid_t gid;
-	int r = socket_perms_parse(d, &mode, &gid);
-
-	if (r < 0)
-		return r;
-	return socket_bind(d, d->socket_path, mode, gid, &d->listen_fd, &d->socket_bound);
-}
+/* ---- listening sockets ---- */
 
 /* The control socket is optional: without it the daemon still relays. */
 static void control_bind(Daemon *d)
 {
-	mode_t mode;
-	gid_t gid;
+	ListenerPerms perms;
 
-	if (socket_perms_parse(d, &mode, &gid) < 0 ||
-	    socket_bind(d, d->control_path, mode, gid, &d->control_fd, &d->control_bound) < 0) {
+	if (listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms) < 0 ||
+	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound) < 0) {
 		log_warning("running without the control socket %s (rdmacm-muxctl will not work)",
 			    d->control_path);
 		if (d->control_bound && unlink(d->control_path) == 0)
@@ -414,66 +274,22 @@ static void control_bind(Daemon *d)
 	}
 }
 
-/* Take a socket systemd passed: check it and make it non-blocking. */
-static int listener_take(int fd, const char *what)
-{
-	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-		log_error("the %s socket systemd passed is not a listening UNIX stream socket",
-			  what);
-		return -EINVAL;
-	}
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
-	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-		return -errno;
-	return 0;
-}
-
-/*
- * Socket activation passes the main socket (named "main", or unnamed) and
- * optionally the control socket, named "control". Without socket
- * activation, or when no control socket was passed, we bind ourselves.
- */
+/* The sockets systemd passed, or our own: a failure is logged where it
+ * happens. */
 static int listener_setup(Daemon *d)
 {
-	g_auto(GStrv) names = NULL;
-	int n = sd_listen_fds_with_names(1, &names);
-	int r;
+	ListenerPerms perms;
+	int n = listener_take_activated(&d->listen_fd, &d->control_fd), r;
 
-	if (n < 0) {
-		log_error("cannot take the sockets systemd passed: %s", strerror(-n));
+	if (n < 0)
 		return n;
-	}
-	if (n > 2) {
-		log_error("systemd passed %d sockets; rdmacm-mux serves one, and a second named "
-			  "\"control\"", n);
-		return -EINVAL;
-	}
-	for (int i = 0; i < n; i++) {
-		int fd = SD_LISTEN_FDS_START + i;
-		bool is_control = names && names[i] && strcmp(names[i], "control") == 0;
-
-		r = listener_take(fd, is_control ? "control" : "main");
-		if (r < 0)
-			return r;
-		if (is_control && d->control_fd < 0)
-			d->control_fd = fd;
-		else if (!is_control && d->listen_fd < 0)
-			d->listen_fd = fd;
-		else {
-			log_error("systemd passed two %s sockets; name the control socket "
-				  "\"control\" (FileDescriptorName=control)",
-				  is_control ? "control" : "main");
-			return -EINVAL;
-		}
-	}
-	if (n > 0 && d->listen_fd < 0) {
-		log_error("systemd passed only a control socket; the main socket is missing");
-		return -EINVAL;
-	}
 	if (n > 0)
 		log_info("serving the socket passed by systemd");
 	else {
-		r = listener_bind(d);
+		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms);
+		if (r < 0)
+			return r;
+		r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound);
 		if (r < 0)
 			return r;
 	}
@@ -482,34 +298,13 @@ static int listener_setup(Daemon *d)
 	return 0;
 }
 
-static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void on_accept(int fd, const struct ucred *cred, void *userdata)
 {
 	Daemon *d = userdata;
 
-	(void)s;
-	(void)revents;
-	for (;;) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
-
-		if (cfd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno != EAGAIN)
-				log_ratelimited(LOG_WARNING, NULL, "accept failed: %s", strerror(errno));
-			return 0;
-		}
-		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-		    !id_allowed(d->allow_uids, cred.uid) || !id_allowed(d->allow_gids, cred.gid)) {
-			log_ratelimited(LOG_WARNING, NULL,
-					"refusing a client (pid %d uid %d gid %d): not in the allow-lists",
-					(int)cred.pid, (int)cred.uid, (int)cred.gid);
-			close(cfd);
-			continue;
-		}
-		(void)relay_add_client(d->relay, cfd);
-	}
+	(void)cred;
+	/* A refusal is logged and counted by the relay. */
+	(void)relay_add_client(d->relay, fd);
 }
 
 /* ---- systemd ---- */
@@ -549,7 +344,8 @@ static int on_sigusr1(sd_event_source *s, const struct signalfd_siginfo *si, voi
 
 static void daemon_clear(Daemon *d)
 {
-	sd_event_source_disable_unref(d->listen_src);
+	listener_free(d->listener);
+	d->listener = NULL;
 	sd_event_source_disable_unref(d->status_timer);
 	/* Both remove their event sinks: before the relay goes. */
 	control_free(d->control);
@@ -586,10 +382,37 @@ static void raise_fd_limit(void)
 	}
 }
 
+/*
+ * Every client holds an fd; so do stdio, the umad port and each sender
+ * thread, the two listening sockets, the control connections, the event
+ * loop and the pcap file. A --max-clients that the fd limit cannot hold
+ * would end in EMFILE for everyone: clamp it, and say so.
+ */
+static void clamp_max_clients(Options *o)
+{
+	const uint64_t reserve = 64 + CONTROL_MAX_CONNECTIONS + (uint64_t)o->send_threads;
+	struct rlimit rl;
+	uint64_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	room = rl.rlim_cur > reserve + 1 ? rl.rlim_cur - reserve : 1;
+	if ((uint64_t)o->max_clients <= room)
+		return;
+	log_warning("--max-clients %d does not fit the fd limit (RLIMIT_NOFILE %llu, of which "
+		    "%llu are kept for the daemon's own fds): serving at most %llu clients",
+		    o->max_clients, (unsigned long long)rl.rlim_cur,
+		    (unsigned long long)reserve, (unsigned long long)room);
+	o->max_clients = (int)room;
+	if (o->max_clients_per_uid > o->max_clients)
+		o->max_clients_per_uid = o->max_clients;
+}
+
 static int run(Daemon *d)
 {
 	UmadPort *port = NULL;
 	RelayConfig cfg = { 0 };
+	ListenerAllow allow;
 	uint64_t now;
 	int r;
 
@@ -652,9 +475,12 @@ static int run(Daemon *d)
 			log_warning("running without the control socket: %s", strerror(-r));
 	}
 
-	r = sd_event_add_io(d->event, &d->listen_src, d->listen_fd, EPOLLIN, on_listen, d);
-	if (r >= 0)
-		r = sd_event_add_signal(d->event, NULL, SIGTERM, NULL, NULL);
+	allow = (ListenerAllow){ .uids = d->allow_uids, .gids = d->allow_gids };
+	r = listener_new(d->event, d->listen_fd, "main", &allow, LISTENER_RETRY_MS, on_accept, d,
+			 &d->listener);
+	if (r < 0)
+		return EXIT_FAILURE;
+	r = sd_event_add_signal(d->event, NULL, SIGTERM, NULL, NULL);
 	if (r >= 0)
 		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
 	if (r >= 0)
@@ -745,6 +571,7 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	raise_fd_limit();
+	clamp_max_clients(&d.opt);
 
 	rc = run(&d);
 	daemon_clear(&d);

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -268,6 +270,111 @@ static void test_register_timeout(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(out, "registered no GID in time"));
 }
 
+/* The daemon's CPU time so far, in seconds (utime + stime). */
+static double daemon_cpu_seconds(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)d->pid);
+	g_autofree char *text = NULL;
+	unsigned long utime = 0, stime = 0;
+	const char *p;
+
+	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	/* Fields after the command name, which may hold spaces. */
+	p = strrchr(text, ')');
+	g_assert_nonnull(p);
+	g_assert_cmpint(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			       &utime, &stime), ==, 2);
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static unsigned daemon_open_fds(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)d->pid);
+	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+	unsigned n = 0;
+
+	g_assert_nonnull(dir);
+	while (g_dir_read_name(dir))
+		n++;
+	return n;
+}
+
+/*
+ * At its fd limit the daemon stops watching the listening socket instead
+ * of waking on it without end (it burnt a whole CPU); the clients that
+ * wait are served once fds are free again, and the registered ones are
+ * served all along.
+ */
+static void test_fd_exhaustion(Fixture *f, gconstpointer data)
+{
+	Vm *vm = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	struct rlimit saved, low;
+	struct rdmacm_mux_msg m;
+	int waiting[6];
+	uint8_t g[16];
+	double cpu;
+	(void)data;
+
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, NULL, &saved), ==, 0);
+	low = saved;
+	low.rlim_cur = daemon_open_fds(f->da);
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &low, NULL), ==, 0);
+	for (unsigned i = 0; i < G_N_ELEMENTS(waiting); i++)
+		waiting[i] = raw_connect(f->da);
+	g_usleep(200000);
+	cpu = daemon_cpu_seconds(f->da);
+	g_usleep(1000000);
+	cpu = daemon_cpu_seconds(f->da) - cpu;
+	g_test_message("daemon CPU over 1 s at its fd limit: %.2f s", cpu);
+	g_assert_cmpfloat(cpu, <, 0.3);
+	/* A registered client is still served. */
+	g_assert_cmpuint(vm_stats(vm).gids, ==, 1);
+
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &saved, NULL), ==, 0);
+	for (unsigned i = 0; i < G_N_ELEMENTS(waiting); i++) {
+		g_autofree char *gid = g_strdup_printf("::ffff:10.0.2.%u", i + 1);
+
+		gid_parse(gid, g);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+		g_assert_cmpint(raw_request(waiting[i], &m), ==, 0);
+		close(waiting[i]);
+	}
+	vm_free(vm);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	{
+		g_autofree char *out = daemon_output(f->da);
+
+		g_assert_nonnull(strstr(out, "out of file descriptors"));
+		g_assert_nonnull(strstr(out, "accepting on the main socket again"));
+	}
+}
+
+/*
+ * A --max-clients that the fd limit cannot hold is clamped, with a
+ * warning, instead of ending in EMFILE for everyone.
+ */
+static void test_max_clients_clamped(Fixture *f, gconstpointer data)
+{
+	const char *const opts[] = { "--max-clients", "100000", NULL };
+	g_autofree char *out = NULL;
+	Vm *vm;
+	(void)data;
+
+	if (g_getenv("RDMACM_MUX_WRAPPER")) {
+		g_test_skip("the daemon already runs under a wrapper");
+		return;
+	}
+	/* util-linux's prlimit lowers the hard limit in the daemon only. */
+	g_setenv("RDMACM_MUX_WRAPPER", "prlimit --nofile=256:256", TRUE);
+	f->db = daemon_start(f->fabric, "simB", opts);
+	g_unsetenv("RDMACM_MUX_WRAPPER");
+	vm = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	vm_free(vm);
+	g_assert_cmpint(daemon_stop(f->db), ==, 0);
+	out = daemon_output(f->db);
+	g_assert_nonnull(strstr(out, "--max-clients 100000 does not fit the fd limit"));
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -279,5 +386,9 @@ int main(int argc, char **argv)
 		   fixture_teardown);
 	g_test_add("/bounds/register-timeout", Fixture, register_opts, limits_setup,
 		   test_register_timeout, fixture_teardown);
+	g_test_add("/bounds/fd-exhaustion", Fixture, NULL, limits_setup, test_fd_exhaustion,
+		   fixture_teardown);
+	g_test_add("/bounds/max-clients-clamped", Fixture, NULL, limits_setup,
+		   test_max_clients_clamped, fixture_teardown);
 	return g_test_run();
 }

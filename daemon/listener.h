@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The listening UNIX sockets: the ones systemd passes (socket activation)
+ * or the ones we bind, with their mode and group, stale-socket removal,
+ * the uid/gid allow-lists, and accept() that survives fd exhaustion.
+ *
+ * Every function here logs its own failure once and returns 0 or a
+ * negative errno.
+ */
+#ifndef RDMACM_MUX_LISTENER_H
+#define RDMACM_MUX_LISTENER_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+/* Mode and group of a socket file; gid (gid_t)-1 keeps the default. */
+typedef struct ListenerPerms {
+	mode_t mode;
+	gid_t gid;
+	const char *group; /* as given, for log lines */
+} ListenerPerms;
+
+/* Who may connect: a uid list and a primary-gid list; NULL or empty
+ * allows everyone. */
+typedef struct ListenerAllow {
+	const GArray *uids; /* of guint */
+	const GArray *gids;
+} ListenerAllow;
+
+/**
+ * listener_perms_parse() - read a --mode (octal) and a --group (name or
+ * number; NULL or empty: keep the default group).
+ * @what: the option's name for the log line, e.g. "--mode"
+ */
+int listener_perms_parse(const char *mode, const char *group, mode_t default_mode,
+			 const char *what, ListenerPerms *ret);
+
+/**
+ * listener_remove_stale_socket() - remove a socket file that no process
+ * serves. A live socket (-EADDRINUSE) and a file that is not a socket
+ * (-EEXIST) stay.
+ */
+int listener_remove_stale_socket(const char *path);
+
+/**
+ * listener_bind() - replace a stale socket at @path, bind, apply @perms
+ * and listen. The socket never exists with wider permissions than asked.
+ * Sets *@bound once the file exists, so that the caller removes it even
+ * when a later step fails.
+ */
+int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound);
+
+/**
+ * listener_take_activated() - take the sockets systemd passed: the main one
+ * (named "main", or unnamed) and optionally one named "control". Each is
+ * checked to be a listening UNIX stream socket and made non-blocking.
+ * *@ret_main and *@ret_control are -1 for a socket not passed.
+ * Return: the number of sockets taken (0 without socket activation), or a
+ * negative errno (two main sockets, only a control socket, a socket of the
+ * wrong kind, more than two).
+ */
+int listener_take_activated(int *ret_main, int *ret_control);
+
+/**
+ * listener_allows() - whether @cred passes @allow.
+ */
+bool listener_allows(const ListenerAllow *allow, const struct ucred *cred);
+
+/* Called for each accepted connection that passed the allow-lists; it
+ * takes the fd over. */
+typedef void (*ListenerAcceptFn)(int fd, const struct ucred *cred, void *userdata);
+
+typedef struct Listener Listener;
+
+/**
+ * listener_new() - accept on @fd (not taken over) in @event's loop. A
+ * connection from outside @allow is closed with a log line. When the
+ * process or the system runs out of fds, accepting pauses (one log line)
+ * and is retried every @retry_ms until it works, instead of spinning on a
+ * socket that stays readable.
+ * @what: the socket's name in log lines, e.g. "main" or "control"
+ */
+int listener_new(sd_event *event, int fd, const char *what, const ListenerAllow *allow,
+		 unsigned retry_ms, ListenerAcceptFn fn, void *userdata, Listener **ret);
+
+/**
+ * listener_paused() - whether accepting is paused for want of fds.
+ */
+bool listener_paused(const Listener *l);
+
+void listener_free(Listener *l);
+
+#endif
