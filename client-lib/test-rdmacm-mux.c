@@ -238,6 +238,17 @@ static void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps)
 	srv_write(fd, resp, sizeof(resp));
 }
 
+/* Accept the library's next connection and answer its HELLO with no
+ * capabilities, as the daemon does. */
+static int srv_accept_greeted(Fixture *f, uint8_t *req)
+{
+	int fd = srv_accept(f);
+
+	srv_expect_hello(fd, req);
+	srv_answer_hello(fd, req, 0);
+	return fd;
+}
+
 /* An inbound MAD as the daemon routes it: REQ/MAD, sgid = our GID. */
 static void build_inbound(uint8_t *b, const uint8_t *local_gid, int32_t len,
 			  uint32_t tag)
@@ -1670,36 +1681,28 @@ static void test_reconnect_backoff(Fixture *f, gconstpointer data)
 static void script_gid_lost(Fixture *f)
 {
 	uint8_t req[GOLD_FRAME_SIZE];
-	int fd = srv_accept(f);
+	int fd = srv_accept_greeted(f, req);
 
-	srv_expect_hello(fd, req);
-	srv_answer_hello(fd, req, 0);
 	srv_expect_reg(fd, gid_a, 0);
 	srv_expect_reg(fd, gid_b, 0);
 	wait_queue(f->to_server);
 	close(fd);
 
 	/* Another client took gid_a meanwhile. */
-	fd = srv_accept(f);
-	srv_expect_hello(fd, req);
-	srv_answer_hello(fd, req, 0);
+	fd = srv_accept_greeted(f, req);
 	srv_expect_reg(fd, gid_a, 3);
 	srv_expect_reg(fd, gid_b, 0);
 	wait_queue(f->to_server);
 	close(fd);
 
 	/* This one dies in the middle of the re-registration. */
-	fd = srv_accept(f);
-	srv_expect_hello(fd, req);
-	srv_answer_hello(fd, req, 0);
+	fd = srv_accept_greeted(f, req);
 	srv_read_frame(fd, req);
 	expect_gid_request(req, GOLD_OP_REG, gid_b);
 	close(fd);
 
 	/* gid_a is forgotten for good. */
-	fd = srv_accept(f);
-	srv_expect_hello(fd, req);
-	srv_answer_hello(fd, req, 0);
+	fd = srv_accept_greeted(f, req);
 	srv_expect_reg(fd, gid_b, 2); /* EEXIST counts as registered */
 	srv_expect_eof(fd);
 }

@@ -240,6 +240,15 @@ void daemon_restart(Daemon *d)
 	daemon_spawn(d);
 }
 
+void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms)
+{
+	for (; vms && *vms; vms++)
+		vm_free(*vms);
+	daemon_free(da);
+	daemon_free(db);
+	fabric_free(fabric);
+}
+
 void daemon_free(Daemon *d)
 {
 	if (!d)

@@ -63,6 +63,9 @@ void daemon_kill(Daemon *d);
 /* Start the same daemon again (after a kill or stop). */
 void daemon_restart(Daemon *d);
 void daemon_free(Daemon *d);
+/* A fixture's teardown: the VMs of the NULL-terminated @vms, then both
+ * daemons (either may be NULL), then the fabric. */
+void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms);
 /* Everything the daemon printed so far (trace, log, counters). */
 char *daemon_output(const Daemon *d);
 /* The fd number the daemon's log says its @nth client (1-based) got. */

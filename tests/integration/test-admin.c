@@ -42,12 +42,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	vm_free(f->a1);
-	vm_free(f->a2);
-	vm_free(f->b1);
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, NULL });
 }
 
 static char *ctl_path(const Daemon *d)

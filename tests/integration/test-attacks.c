@@ -41,13 +41,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	vm_free(f->a1);
-	vm_free(f->a2);
-	vm_free(f->b1);
-	vm_free(f->b2);
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, f->b2, NULL });
 }
 
 /* Stop @d and return its final output (trace, log, counters). */

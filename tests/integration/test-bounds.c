@@ -31,9 +31,7 @@ typedef struct Fixture {
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	hosts_free(f->fabric, f->da, f->db, NULL);
 }
 
 static void unreachable_setup(Fixture *f, gconstpointer data)
@@ -377,18 +375,25 @@ static void test_max_clients_clamped(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
+	static const struct {
+		const char *path;
+		const void *data;
+		void (*setup)(Fixture *, gconstpointer);
+		void (*test)(Fixture *, gconstpointer);
+	} tests[] = {
+		{ "/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody },
+		{ "/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_setup, test_qemu_order_behind_a_slow_send },
+		{ "/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_uid_limit },
+		{ "/bounds/register-timeout", register_opts, limits_setup, test_register_timeout },
+		{ "/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion },
+		{ "/bounds/max-clients-clamped", NULL, limits_setup, test_max_clients_clamped },
+	};
+
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/bounds/unreachable-holds-up-nobody", Fixture, NULL, unreachable_setup,
-		   test_unreachable_holds_up_nobody, fixture_teardown);
-	g_test_add("/bounds/qemu-order-behind-a-slow-send", Fixture, NULL, unreachable_setup,
-		   test_qemu_order_behind_a_slow_send, fixture_teardown);
-	g_test_add("/bounds/per-uid-limit", Fixture, per_uid_opts, limits_setup, test_per_uid_limit,
-		   fixture_teardown);
-	g_test_add("/bounds/register-timeout", Fixture, register_opts, limits_setup,
-		   test_register_timeout, fixture_teardown);
-	g_test_add("/bounds/fd-exhaustion", Fixture, NULL, limits_setup, test_fd_exhaustion,
-		   fixture_teardown);
-	g_test_add("/bounds/max-clients-clamped", Fixture, NULL, limits_setup,
-		   test_max_clients_clamped, fixture_teardown);
+	for (size_t i = 0; i < G_N_ELEMENTS(tests); i++)
+		/* The casts are the ones g_test_add() makes. */
+		g_test_add_vtable(tests[i].path, sizeof(Fixture), tests[i].data,
+				  (GTestFixtureFunc)tests[i].setup, (GTestFixtureFunc)tests[i].test,
+				  (GTestFixtureFunc)fixture_teardown);
 	return g_test_run();
 }

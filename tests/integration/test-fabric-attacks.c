@@ -62,12 +62,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	vm_free(f->a1);
-	vm_free(f->a2);
-	vm_free(f->b1);
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, NULL });
 }
 
 /* REQ, REP, RTU between two clients: an established connection. */
@@ -428,20 +423,26 @@ static void test_req_flood(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
+	static const struct {
+		const char *path;
+		const void *data;
+		void (*setup)(Fixture *, gconstpointer);
+		void (*test)(Fixture *, gconstpointer);
+	} tests[] = {
+		{ "/fabric-attacks/forged-session-mads", NULL, fixture_setup, test_forged_session_mads },
+		{ "/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_state },
+		{ "/fabric-attacks/wire-ids-unpredictable", NULL, fixture_setup, test_wire_ids_unpredictable },
+		{ "/fabric-attacks/loopback-dreq", NULL, fixture_setup, test_loopback_dreq },
+		{ "/fabric-attacks/req-to-unowned-gid", NULL, fixture_setup, test_req_to_unowned_gid },
+		{ "/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_gid_index_reused },
+		{ "/fabric-attacks/req-flood", flood_opts, fixture_setup, test_req_flood },
+	};
+
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/fabric-attacks/forged-session-mads", Fixture, NULL, fixture_setup,
-		   test_forged_session_mads, fixture_teardown);
-	g_test_add("/fabric-attacks/bad-state", Fixture, NULL, fixture_setup, test_bad_state,
-		   fixture_teardown);
-	g_test_add("/fabric-attacks/wire-ids-unpredictable", Fixture, NULL, fixture_setup,
-		   test_wire_ids_unpredictable, fixture_teardown);
-	g_test_add("/fabric-attacks/loopback-dreq", Fixture, NULL, fixture_setup,
-		   test_loopback_dreq, fixture_teardown);
-	g_test_add("/fabric-attacks/req-to-unowned-gid", Fixture, NULL, fixture_setup,
-		   test_req_to_unowned_gid, fixture_teardown);
-	g_test_add("/fabric-attacks/gid-index-reused", Fixture, NULL, fixture_setup,
-		   test_gid_index_reused, fixture_teardown);
-	g_test_add("/fabric-attacks/req-flood", Fixture, flood_opts, fixture_setup, test_req_flood,
-		   fixture_teardown);
+	for (size_t i = 0; i < G_N_ELEMENTS(tests); i++)
+		/* The casts are the ones g_test_add() makes. */
+		g_test_add_vtable(tests[i].path, sizeof(Fixture), tests[i].data,
+				  (GTestFixtureFunc)tests[i].setup, (GTestFixtureFunc)tests[i].test,
+				  (GTestFixtureFunc)fixture_teardown);
 	return g_test_run();
 }

@@ -34,9 +34,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	hosts_free(f->fabric, f->da, f->db, NULL);
 }
 
 /* A MAD frame the way QEMU's mad_send() builds it. */

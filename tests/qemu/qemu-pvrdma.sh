@@ -185,14 +185,7 @@ if [[ ! -f $rootfs_cpio || ! -d $inner_user ]]; then
 	done <<<"$uris" >"$src"
 	say "building the bookworm rootfs with mmdebstrap (once; cached)"
 	rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
-	if ! mmdebstrap --quiet --variant=essential --include="$ROOTFS_PACKAGES" \
-		--dpkgopt='path-exclude=/usr/share/man/*' \
-		--dpkgopt='path-exclude=/usr/share/locale/*' \
-		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
-		--dpkgopt='path-exclude=/usr/share/doc/*' \
-		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
-		--dpkgopt='path-exclude=/usr/share/info/*' \
-		bookworm "$rootfs" "$src" >"$cache/mmdebstrap.log" 2>&1; then
+	if ! vm_mmdebstrap "$ROOTFS_PACKAGES" "$rootfs" "$src" "$cache/mmdebstrap.log"; then
 		tail -n 30 "$cache/mmdebstrap.log" >&2
 		rm -rf "$rootfs" "$src"
 		die "mmdebstrap failed (log above, $cache/mmdebstrap.log)"

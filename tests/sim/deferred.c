@@ -228,15 +228,23 @@ static struct job *new_job(enum job_kind kind, uint64_t owner, unsigned delay_ms
 	return j;
 }
 
-void sim_defer_deliver(uint64_t owner, const char *fifo, const void *pkt, unsigned delay_ms)
+/* Queue a packet for @fifo: delivered (JOB_DELIVER) or held (JOB_HELD)
+ * once @ms have passed. */
+static void add_packet_job(enum job_kind kind, uint64_t owner, const char *fifo, const void *pkt,
+			   unsigned ms)
 {
-	struct job *j = new_job(JOB_DELIVER, owner, delay_ms);
+	struct job *j = new_job(kind, owner, ms);
 
 	g_strlcpy(j->dst, fifo, sizeof(j->dst));
 	memcpy(j->pkt, pkt, SIM_PKT_SIZE);
 	pthread_mutex_lock(&lock);
 	add_job(j);
 	pthread_mutex_unlock(&lock);
+}
+
+void sim_defer_deliver(uint64_t owner, const char *fifo, const void *pkt, unsigned delay_ms)
+{
+	add_packet_job(JOB_DELIVER, owner, fifo, pkt, delay_ms);
 }
 
 int sim_defer_timeout(uint64_t owner, uint64_t tid, uint8_t mclass, const char *dst,
@@ -332,13 +340,7 @@ void sim_defer_forget(uint64_t owner)
 
 void sim_defer_hold(uint64_t owner, const char *fifo, const void *pkt, unsigned window_ms)
 {
-	struct job *j = new_job(JOB_HELD, owner, window_ms);
-
-	g_strlcpy(j->dst, fifo, sizeof(j->dst));
-	memcpy(j->pkt, pkt, SIM_PKT_SIZE);
-	pthread_mutex_lock(&lock);
-	add_job(j);
-	pthread_mutex_unlock(&lock);
+	add_packet_job(JOB_HELD, owner, fifo, pkt, window_ms);
 }
 
 bool sim_defer_take_held(uint64_t owner, char *fifo, void *pkt)

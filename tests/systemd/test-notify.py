@@ -36,6 +36,14 @@ WATCHDOG_USEC = 200000
 results = []
 
 
+def reap(proc, notify):
+    """Kill the daemon if a check left it running, and close its socket."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    notify.close()
+
+
 def check(cond, what):
     results.append((bool(cond), what))
     print(("ok " if cond else "not ok ") + f"{len(results)} - {what}", flush=True)
@@ -171,10 +179,7 @@ def full_contract(tmp, fabric, name, wrap_pid):
                                             or STATUS_RE.match(l))]
         check(not unknown, f"{name}: no unexpected messages {unknown}")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        notify.close()
+        reap(proc, notify)
         log.seek(0)
         if not all(r[0] for r in results):
             sys.stdout.write("# daemon log:\n" + "".join("# " + l for l in log))
@@ -192,10 +197,7 @@ def watchdog_disabled(tmp, fabric):
         stopping, rc = stop(proc, notify)
         check(stopping and rc == 0, "foreign-pid: STOPPING=1 and exit 0")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        notify.close()
+        reap(proc, notify)
         log.close()
 
 
@@ -224,10 +226,7 @@ def watchdog_stalled_loop(tmp, fabric):
         stopping, rc = stop(proc, notify)
         check(stopping and rc == 0, "stalled: STOPPING=1 and exit 0")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        notify.close()
+        reap(proc, notify)
         log.close()
 
 

@@ -125,14 +125,7 @@ if [[ ! -f $rootfs_tar ]]; then
 	# The name must end in .tar: mmdebstrap picks its output format from it.
 	rootfs_tmp=$cache/sdroot-$rootfs_key.tmp.tar
 	t0=$SECONDS
-	if ! mmdebstrap --variant=essential --include="$ROOTFS_PACKAGES" \
-		--dpkgopt='path-exclude=/usr/share/man/*' \
-		--dpkgopt='path-exclude=/usr/share/locale/*' \
-		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
-		--dpkgopt='path-exclude=/usr/share/doc/*' \
-		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
-		--dpkgopt='path-exclude=/usr/share/info/*' \
-		bookworm "$rootfs_tmp" "$sources" >"$cache/mmdebstrap-sdroot.log" 2>&1; then
+	if ! vm_mmdebstrap "$ROOTFS_PACKAGES" "$rootfs_tmp" "$sources" "$cache/mmdebstrap-sdroot.log"; then
 		rm -rf "$rootfs_tmp" "$sources"
 		tail -n 20 "$cache/mmdebstrap-sdroot.log"
 		skip "mmdebstrap failed: the guest packages cannot be had (log: $cache/mmdebstrap-sdroot.log)"
@@ -236,15 +229,7 @@ qemu=(timeout --foreground -k 5 "$host_timeout"
 	-kernel "$kernel_image" -initrd "$work/initrd"
 	-append "console=ttyS0 rdinit=/sbin/init panic=-1 loglevel=4 systemd.show_status=error vmsd.mode=$mode")
 t_boot=$SECONDS
-set +e
-if ((verbose)); then
-	"${qemu[@]}" </dev/null 2>&1 | tee "$log"
-	qrc=${PIPESTATUS[0]}
-else
-	"${qemu[@]}" </dev/null >"$log" 2>&1
-	qrc=$?
-fi
-set -e
+vm_boot "$log" "$verbose" "${qemu[@]}"
 t_end=$SECONDS
 
 # --- 6. Verdict: the guest's VMTEST-RESULT line (qemu's status is only a hint) ---

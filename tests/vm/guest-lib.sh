@@ -33,6 +33,15 @@ vm_die() {
 # The GID of an IPv4 address, as umad-probe takes it.
 vm_gid() { echo "::ffff:$1"; }
 
+# The plan's GIDs, named for the address's last two octets: G11 is
+# 10.0.1.1 (rxe0), G21 is 10.0.2.1 (rxe1). For the scenarios.
+# shellcheck disable=SC2034
+{
+	G01=$(vm_gid 10.0.0.1)
+	G11=$(vm_gid 10.0.1.1) G12=$(vm_gid 10.0.1.2) G13=$(vm_gid 10.0.1.3) G14=$(vm_gid 10.0.1.4)
+	G21=$(vm_gid 10.0.2.1) G22=$(vm_gid 10.0.2.2) G23=$(vm_gid 10.0.2.3)
+}
+
 # The sysfs spelling of that GID: 0000:...:ffff:0a00:0101.
 vm_sysfs_gid() {
 	(
@@ -422,4 +431,24 @@ vm_cleanup() {
 	rm -f "$VM_SOCK_PREFIX"-*
 	# Each scenario records its own clients' GIDs (vm_pingpong etc.).
 	rm -f /tmp/gidmap
+}
+
+# Both daemons' traces against the clients' GID map: every MAD reached the
+# GID's owner, and the wire ids are sound.
+vm_check_both_traces() {
+	for t in /tmp/muxA.trace /tmp/muxB.trace; do
+		vm_check_trace_delivery "$t" /tmp/gidmap
+		vm_check_wire_ids "$t"
+	done
+}
+
+# Stop both daemons and print their traces.
+vm_stop_both_muxes() {
+	for m in muxA muxB; do
+		vm_mux_stop "$m"
+	done
+	for m in muxA muxB; do
+		echo "--- trace of $m"
+		cat "/tmp/$m.trace"
+	done
 }

@@ -194,3 +194,34 @@ vm_extract_vmlinux() {
 	rm -f "$out.tmp"
 	return 1
 }
+
+# Boot the qemu command line "$@" with no stdin; its output goes to the
+# file $1, and to stdout too when $2 is 1. Sets qrc to qemu's status.
+# shellcheck disable=SC2034 # qrc is the runner's
+vm_boot() {
+	local log=$1 verbose=$2
+	shift 2
+	set +e
+	if ((verbose)); then
+		"$@" </dev/null 2>&1 | tee "$log"
+		qrc=${PIPESTATUS[0]}
+	else
+		"$@" </dev/null >"$log" 2>&1
+		qrc=$?
+	fi
+	set -e
+}
+
+# A bookworm rootfs at $2 of the "essential" set plus the packages $1
+# (comma-separated), without man pages, locales, docs or info, from the
+# sources list $3; mmdebstrap's output goes to $4. Returns its status.
+vm_mmdebstrap() {
+	mmdebstrap --quiet --variant=essential --include="$1" \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--dpkgopt='path-include=/usr/share/locale/locale.alias' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-include=/usr/share/doc/*/copyright' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		bookworm "$2" "$3" >"$4" 2>&1
+}

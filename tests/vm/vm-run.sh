@@ -177,15 +177,7 @@ qemu=(timeout --foreground -k 5 "$host_timeout"
 read -r -a extra <<<"${RDMACM_MUX_VM_QEMU_ARGS:-}"
 qemu+=("${extra[@]}")
 t_boot=$SECONDS
-set +e
-if ((verbose)); then
-	"${qemu[@]}" </dev/null 2>&1 | tee "$log"
-	qrc=${PIPESTATUS[0]}
-else
-	"${qemu[@]}" </dev/null >"$log" 2>&1
-	qrc=$?
-fi
-set -e
+vm_boot "$log" "$verbose" "${qemu[@]}"
 t_end=$SECONDS
 
 # --- 6. Verdict from the serial markers (qemu's status is only a hint) ------

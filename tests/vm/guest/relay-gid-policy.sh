@@ -16,8 +16,7 @@ set -u
 vm_need rdmacm-mux rdmacm-mux-pingpong rdmacm-mux-qemu-client
 
 NEW=10.0.1.9 # added to veth0 during the test
-G21=$(vm_gid 10.0.2.1) G22=$(vm_gid 10.0.2.2)
-G17=$(vm_gid 10.0.1.7) G18=$(vm_gid 10.0.1.8) G19=$(vm_gid $NEW) G11=$(vm_gid 10.0.1.1)
+G17=$(vm_gid 10.0.1.7) G18=$(vm_gid 10.0.1.8) G19=$(vm_gid $NEW)
 
 vm_check "rxe0 has no GID for $NEW yet" [ -z "$(vm_gid_index rxe0 $NEW)" ]
 vm_mux_start muxB rxe1 || vm_finish

@@ -22,9 +22,6 @@ set -u
 vm_need rdmacm-mux rdmacm-mux-pingpong
 
 REJECT=0x10600ff
-G01=$(vm_gid 10.0.0.1)
-G11=$(vm_gid 10.0.1.1) G12=$(vm_gid 10.0.1.2) G13=$(vm_gid 10.0.1.3) G14=$(vm_gid 10.0.1.4)
-G21=$(vm_gid 10.0.2.1) G22=$(vm_gid 10.0.2.2) G23=$(vm_gid 10.0.2.3)
 
 vm_mux_start muxA rxe0 || vm_finish
 vm_mux_start muxB rxe1 || vm_finish
@@ -41,12 +38,7 @@ vm_pingpong a0 muxA 10.0.0.1 connect "$G22" --service "$REJECT"
 vm_pingpong a4 muxA 10.0.1.4 sidr "$G21"
 vm_pingpong b3 muxB 10.0.2.3 connect "$G13"
 for c in a1 a2 a0 a4 b3 b1 b2 a3; do vm_client_ok "$c"; done
-vm_mux_stop muxA
-vm_mux_stop muxB
-echo "--- trace of muxA"
-cat /tmp/muxA.trace
-echo "--- trace of muxB"
-cat /tmp/muxB.trace
+vm_stop_both_muxes
 
 echo "--- what each client saw"
 # a1: two connections to b1; each REP names a1's own comm id.
@@ -92,10 +84,7 @@ vm_has a3 "connection 0x00000001 established"
 vm_rx_only_from a3 "$G23"
 
 echo "--- traces against the clients"
-vm_check_trace_delivery /tmp/muxA.trace /tmp/gidmap
-vm_check_trace_delivery /tmp/muxB.trace /tmp/gidmap
-vm_check_wire_ids /tmp/muxA.trace
-vm_check_wire_ids /tmp/muxB.trace
+vm_check_both_traces
 # a0, a1, a2 and a4 all used id 1 on muxA: four clients, four sessions.
 n=$(awk '$2 == "TX" && ($3 == "REQ" || $3 == "SIDR_REQ") && $7 == "0x00000001" { print $5 }' \
 	/tmp/muxA.trace | sort -u | wc -l)

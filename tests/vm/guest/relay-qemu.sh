@@ -21,9 +21,6 @@
 set -u
 vm_need rdmacm-mux rdmacm-mux-pingpong rdmacm-mux-qemu-client
 
-G01=$(vm_gid 10.0.0.1)
-G11=$(vm_gid 10.0.1.1) G12=$(vm_gid 10.0.1.2) G13=$(vm_gid 10.0.1.3) G14=$(vm_gid 10.0.1.4)
-G21=$(vm_gid 10.0.2.1) G22=$(vm_gid 10.0.2.2) G23=$(vm_gid 10.0.2.3)
 
 vm_mux_start muxA rxe0 || vm_finish
 vm_mux_start muxB rxe1 || vm_finish
@@ -40,12 +37,7 @@ vm_pingpong pa2 muxA 10.0.1.2 connect "$G22"
 vm_qemu_client qa4 muxA 10.0.1.4 --gid-index 0 connect "$G22"
 vm_pingpong pb3 muxB 10.0.2.3 connect "$G01"
 for c in qa1 qa3 pa2 qa4 pb3 pb1 qb2 qa0; do vm_client_ok "$c"; done
-vm_mux_stop muxA
-vm_mux_stop muxB
-echo "--- trace of muxA"
-cat /tmp/muxA.trace
-echo "--- trace of muxB"
-cat /tmp/muxB.trace
+vm_stop_both_muxes
 
 echo "--- what each client saw"
 # QEMU -> pingpong: the REP names qa1's own comm id; pb1 sees qa1's GID.
@@ -86,10 +78,7 @@ vm_has qa0 "connection 0x00000001 established"
 vm_rx_only_from qa0 "$G23"
 
 echo "--- traces, logs and counters"
-vm_check_trace_delivery /tmp/muxA.trace /tmp/gidmap
-vm_check_trace_delivery /tmp/muxB.trace /tmp/gidmap
-vm_check_wire_ids /tmp/muxA.trace
-vm_check_wire_ids /tmp/muxB.trace
+vm_check_both_traces
 # The workaround for QEMU's own GID in addr.gid: logged once per client.
 n=$(grep -c 'puts its own GID in addr.gid' /tmp/muxA.err)
 vm_check "muxA logged the QEMU workaround for its 4 QEMU clients (got $n)" [ "$n" -eq 4 ]

@@ -13,7 +13,7 @@
 set -u
 vm_need rdmacm-mux rdmacm-mux-pingpong rdmacm-mux-qemu-client
 
-G09=$(vm_gid 10.0.0.9) G21=$(vm_gid 10.0.2.1) G11=$(vm_gid 10.0.1.1)
+G09=$(vm_gid 10.0.0.9)
 
 vm_mux_start muxA rxe0 || vm_finish
 vm_mux_start muxB rxe1 || vm_finish
