@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 
 #include "util.h"
@@ -78,24 +80,63 @@ void client_deinit(Client *c)
 
 /* ---- input ---- */
 
+/*
+ * The stream ended or failed with less than a frame waiting: note how,
+ * without taking a byte. Return: the error, or 0 while the stream is open.
+ */
+static int client_check_end(Client *c, int waiting)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return 0;
+	if ((p.revents & POLLERR) && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+	    err)
+		c->in_error = -err;
+	else
+		c->in_error = -EPIPE;
+	c->in_cut = waiting > 0;
+	return c->in_error;
+}
+
 int client_fill_input(Client *c)
 {
 	uint8_t *buf = (uint8_t *)c->in;
-	size_t room;
+	size_t room, want;
 	ssize_t n;
+	int waiting = 0;
 
 	if (c->in_error)
 		return c->in_error;
 	if (c->in_len - c->in_off >= FRAME_SIZE)
 		return 0;
-	/* Move the partial frame to the front and refill. */
 	if (c->in_off > 0) {
 		memmove(buf, buf + c->in_off, c->in_len - c->in_off);
 		c->in_len -= c->in_off;
 		c->in_off = 0;
 	}
 	room = sizeof(c->in) - c->in_len;
-	n = recv(c->fd, buf + c->in_len, room, MSG_DONTWAIT);
+	/* Whole frames only: a frame half taken from the socket would be lost
+	 * with this process (a crash, a restart), and the successor would
+	 * read the client's stream out of step. The rest stays in the socket. */
+	if (ioctl(c->fd, FIONREAD, &waiting) < 0) {
+		c->in_error = -errno;
+		return c->in_error;
+	}
+	want = MIN(room, (size_t)waiting / FRAME_SIZE * FRAME_SIZE);
+	c->input_partial = false;
+	if (want == 0) {
+		int e = client_check_end(c, waiting);
+
+		if (e < 0)
+			return e;
+		c->input_partial = waiting > 0;
+		c->input_drained = true;
+		return 0;
+	}
+	n = recv(c->fd, buf + c->in_len, want, MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return 0;
@@ -108,7 +149,7 @@ int client_fill_input(Client *c)
 	}
 	c->in_len += (size_t)n;
 	if (c->in_len >= FRAME_SIZE) {
-		c->input_drained = (size_t)n < room;
+		c->input_drained = want < room;
 		c->input_refilled = true;
 	}
 	return 0;
@@ -141,7 +182,7 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 
 bool client_has_partial_input(const Client *c)
 {
-	return c->in_len > c->in_off;
+	return c->in_len > c->in_off || c->in_cut;
 }
 
 unsigned client_peek_frames(const Client *c, const struct rdmacm_mux_msg **ret)

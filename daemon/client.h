@@ -4,8 +4,10 @@
  * queues, and the peer's credentials. Nothing here knows the protocol's
  * meaning; the relay embeds a Client in its own per-client state.
  *
- * The socket carries fixed-size frames with no length prefix, so input is
- * accumulated until whole frames are there. Output goes through two
+ * The socket carries fixed-size frames with no length prefix. Input is
+ * taken from the socket only in whole frames (FIONREAD), so that no byte of
+ * a frame is ever held only in this process: a successor after a crash or
+ * a restart finds the client's stream in step. Output goes through two
  * bounded queues: responses first, then inbound MADs. A response may
  * overtake inbound MADs that are still queued (never a frame half
  * written), which is what QEMU needs: it reads the response with one
@@ -49,6 +51,10 @@ typedef struct Client {
 	bool input_drained;  /* the last recv() did not fill the buffer */
 	bool input_refilled; /* frames came in since client_take_refill() */
 	int in_error;	     /* the socket's end (-EPIPE) or error, once seen */
+	bool in_cut;	     /* it ended with part of a frame in the socket */
+	/* Part of a frame waits in the socket: level-triggered readiness would
+	 * wake the loop for it without end (the relay watches edges then). */
+	bool input_partial;
 
 	FrameQueue resp;
 	FrameQueue mad;

@@ -154,6 +154,9 @@ static void relay_update_events(Relay *r, RelayClient *c)
 		return;
 	if (!c->reading_paused)
 		ev.events |= EPOLLIN;
+	/* Part of a frame waits in the socket: wake when more comes. */
+	if (c->conn.input_partial)
+		ev.events |= EPOLLET;
 	if (client_has_output(&c->conn))
 		ev.events |= EPOLLOUT;
 	if (ev.events == r->fd_events[fd])
@@ -794,8 +797,10 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 		uint32_t hint = c->next_tx_hint < c->n_tx_hints ? c->tx_hints[c->next_tx_hint++] : 0;
 		int e = client_read_frame(&c->conn, &m);
 
-		if (e == 0)
+		if (e == 0) {
+			relay_update_events(r, c);
 			break;
+		}
 		if (e < 0) {
 			bool cut = client_has_partial_input(&c->conn);
 

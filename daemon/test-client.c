@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -140,6 +141,42 @@ static void test_frame_in_pieces(void)
 	pair_close(&p);
 }
 
+/*
+ * Part of a frame is never taken from the socket: if this process died
+ * now, a successor given the same socket would read the whole frame.
+ */
+static void test_partial_frame_stays_in_socket(void)
+{
+	Pair p;
+	struct rdmacm_mux_msg m, out;
+	const uint8_t *bytes = (const uint8_t *)&m;
+	int waiting = 0, fd;
+
+	pair_open(&p);
+	memset(&m, 0, sizeof(m));
+	m.hdr.op_code = 7;
+	g_assert_cmpint(write(p.peer, bytes, 100), ==, 100);
+	g_assert_cmpint(client_read_frame(&p.c, &out), ==, 0);
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_true(p.c.input_partial);
+	g_assert_cmpint(ioctl(p.c.fd, FIONREAD, &waiting), ==, 0);
+	g_assert_cmpint(waiting, ==, 100);
+	g_assert_false(client_has_partial_input(&p.c));
+
+	/* A successor with a fresh Client on the same socket (a copy of the
+	 * fd, as the fd store keeps one). */
+	fd = dup(p.c.fd);
+	g_assert_cmpint(fd, >=, 0);
+	client_deinit(&p.c);
+	client_init(&p.c, fd, 16, 16);
+	g_assert_cmpint(write(p.peer, bytes + 100, sizeof(m) - 100), ==,
+			(ssize_t)(sizeof(m) - 100));
+	g_assert_cmpint(client_read_frame(&p.c, &out), ==, 1);
+	g_assert_false(p.c.input_partial);
+	g_assert_cmpuint(out.hdr.op_code, ==, 7);
+	pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -147,5 +184,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/client/end-after-buffered-frames", test_end_after_buffered_frames);
 	g_test_add_func("/client/cut-frame-at-end", test_cut_frame_at_end);
 	g_test_add_func("/client/frame-in-pieces", test_frame_in_pieces);
+	g_test_add_func("/client/partial-frame-stays-in-socket", test_partial_frame_stays_in_socket);
 	return g_test_run();
 }
