@@ -152,6 +152,13 @@ void relay_mark_dirty(Relay *r, RelayClient *c);
 void relay_flush_dirty(Relay *r);
 /* (Re)arm the loop's timer for the earliest session deadline. */
 void relay_schedule_timer(Relay *r);
+/* The session table's hooks and the session timer (relay-sessions.c). */
+SessionList *relay_session_owner(void *userdata, uint32_t client_id);
+void relay_session_removed(void *userdata, const Session *s);
+int relay_on_session_timer(sd_event_source *s, uint64_t usec, void *userdata);
+/* Relay.half_open_peers' key functions. */
+guint relay_peer_key_hash(gconstpointer p);
+gboolean relay_peer_key_equal(gconstpointer a, gconstpointer b);
 /**
  * relay_handle_request() - answer one frame a client sent.
  * @tx_hint: the session the TX warm pass found for the frame, or 0

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Owns CM session storage, the three lookup indexes, wire id allocation
  * and the session timers (see session-table.h for the design). */
-#include "session-table.h"
+#include "session-table-internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,112 +11,6 @@
 #include <unistd.h>
 
 #include "util.h"
-
-#define INITIAL_CAPACITY 1024u
-/* Tombstones sit on a timer list of their own, after the public kinds. */
-#define TIMER_TOMB SESSION_TIMER_COUNT
-#define TIMER_LISTS (SESSION_TIMER_COUNT + 1)
-#define DEFAULT_MAX_TOMBSTONES 65536u
-#define RANDOM_POOL 256
-/*
- * Arrays of this size or more ask for transparent huge pages: a lookup in a
- * table of a million sessions lands on a random page of ~100 MiB, and with
- * 4 KiB pages nearly every one is a TLB miss (and in a VM a two-level page
- * walk) on top of the cache misses.
- */
-#define HUGE_PAGE (2u << 20)
-
-/*
- * A table kept in a memfd (session_table_new_in()) starts with this page;
- * the slots follow it. Everything else (indexes, timer lists, owner lists,
- * counts) is derived from the slots, so a successor rebuilds it
- * (session_table_adopt()).
- */
-#define SESSION_FILE_MAGIC "RMUXSESS"
-#define SESSION_FILE_VERSION 1u
-#define SESSION_FILE_HEADER 4096u
-
-typedef struct SessionFileHeader {
-	char magic[8];
-	uint32_t version;
-	uint32_t session_size; /* sizeof(Session) of the writer */
-	uint32_t capacity;
-	uint32_t used;
-} SessionFileHeader;
-
-struct SessionTable {
-	Session *slots;	  /* slots[handle - 1] */
-	int fd;		  /* the memfd the slots live in, or -1 */
-	SessionFileHeader *file; /* its mapping, header first; NULL without a fd */
-	size_t file_bytes;
-	uint32_t capacity; /* a power of two; also the bucket count */
-	uint32_t used;	   /* slots ever handed out (high-water mark) */
-	uint32_t live;
-	uint32_t free_head; /* free slots, chained through next_wire */
-	uint32_t *wire_buckets;
-	uint32_t *client_buckets;
-	uint32_t *peer_buckets;
-	uint32_t timer_head[TIMER_LISTS];
-	uint32_t timer_tail[TIMER_LISTS];
-	uint32_t timeouts_ms[TIMER_LISTS];
-	uint32_t clock_ms;  /* the latest time a caller passed in, in ticks */
-	uint32_t tombs;	    /* slots holding a tombstone */
-	uint32_t max_tombs;
-	uint32_t half_open; /* SESSION_F_HALF_OPEN sessions */
-	SessionRemovedFn removed;
-	void *removed_userdata;
-	/* Wire ids come from getrandom() in batches, or from a seeded
-	 * sequence in tests (seeded != 0). */
-	uint32_t random_pool[RANDOM_POOL];
-	unsigned random_left;
-	uint64_t seed_state;
-	bool seeded;
-};
-
-static inline uint32_t ms_ticks(uint64_t usec)
-{
-	return (uint32_t)(usec / 1000u);
-}
-
-/* A 64-bit mixer (splitmix64's finaliser): cheap and well spread. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
-static inline uint32_t bucket_of(const SessionTable *t, uint64_t hash)
-{
-	return (uint32_t)(hash & (t->capacity - 1));
-}
-
-static uint64_t hash_wire(uint32_t wire_id)
-{
-	return mix64(wire_id);
-}
-
-static uint64_t hash_client(uint32_t client_id, uint32_t comm_id)
-{
-	return mix64(((uint64_t)client_id << 32) | comm_id);
-}
-
-static uint64_t hash_peer(uint32_t peer_comm_id, const uint8_t gid[GID_LEN])
-{
-	uint64_t a, b;
-
-	memcpy(&a, gid, 8);
-	memcpy(&b, gid + 8, 8);
-	return mix64(mix64(a ^ peer_comm_id) ^ b);
-}
-
-static inline Session *slot(const SessionTable *t, uint32_t h)
-{
-	return &t->slots[h - 1];
-}
 
 Session *session_table_get(SessionTable *t, uint32_t handle)
 {
@@ -138,9 +32,8 @@ size_t session_table_memory(const SessionTable *t)
 
 /* ---- index maintenance ---- */
 
-typedef enum SessionChain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER } SessionChain;
 
-static uint32_t *chain_next(const SessionTable *t, uint32_t h, SessionChain c)
+uint32_t *session_table_chain_next(const SessionTable *t, uint32_t h, SessionChain c)
 {
 	Session *s = slot(t, h);
 
@@ -159,7 +52,7 @@ static void chain_insert(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 {
 	uint32_t b = bucket_of(t, hash);
 
-	*chain_next(t, h, c) = buckets[b];
+	*session_table_chain_next(t, h, c) = buckets[b];
 	buckets[b] = h;
 }
 
@@ -169,7 +62,7 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 	uint32_t *link = &buckets[bucket_of(t, hash)];
 
 	while (*link) {
-		uint32_t *next = chain_next(t, *link, c);
+		uint32_t *next = session_table_chain_next(t, *link, c);
 		if (*link == h) {
 			*link = *next;
 			*next = 0;
@@ -180,7 +73,7 @@ static void chain_remove(SessionTable *t, uint32_t *buckets, uint64_t hash, uint
 }
 
 /* Where session @h goes in index @c: the bucket array and the key's hash. */
-static uint32_t *index_of(const SessionTable *t, uint32_t h, SessionChain c, uint64_t *ret_hash)
+uint32_t *session_table_index_of(const SessionTable *t, uint32_t h, SessionChain c, uint64_t *ret_hash)
 {
 	const Session *s = slot(t, h);
 
@@ -198,10 +91,10 @@ static uint32_t *index_of(const SessionTable *t, uint32_t h, SessionChain c, uin
 }
 
 /* Link session @h into (or out of) index @c under its current key. */
-static void index_update(SessionTable *t, uint32_t h, SessionChain c, bool insert)
+void session_table_index_update(SessionTable *t, uint32_t h, SessionChain c, bool insert)
 {
 	uint64_t hash;
-	uint32_t *buckets = index_of(t, h, c, &hash);
+	uint32_t *buckets = session_table_index_of(t, h, c, &hash);
 
 	if (insert)
 		chain_insert(t, buckets, hash, h, c);
@@ -218,21 +111,21 @@ static void reindex_all(SessionTable *t)
 	for (uint32_t h = 1; h <= t->used; h++) {
 		Session *s = slot(t, h);
 		if ((s->flags & SESSION_F_TOMB) && (s->flags & SESSION_F_IN_WIRE))
-			index_update(t, h, CHAIN_WIRE, true);
+			session_table_index_update(t, h, CHAIN_WIRE, true);
 		if (!(s->flags & SESSION_F_LIVE))
 			continue;
 		if (s->flags & SESSION_F_IN_WIRE)
-			index_update(t, h, CHAIN_WIRE, true);
+			session_table_index_update(t, h, CHAIN_WIRE, true);
 		if (s->flags & SESSION_F_IN_CLIENT)
-			index_update(t, h, CHAIN_CLIENT, true);
+			session_table_index_update(t, h, CHAIN_CLIENT, true);
 		if (s->flags & SESSION_F_IN_PEER)
-			index_update(t, h, CHAIN_PEER, true);
+			session_table_index_update(t, h, CHAIN_PEER, true);
 	}
 }
 
 /* Zeroed memory for @bytes; big arrays are fresh mappings with THP advice
  * (untouched pages cost nothing until used, as with calloc()). */
-static void *table_alloc(size_t bytes)
+void *session_table_alloc_array(size_t bytes)
 {
 	size_t rounded = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
 	void *p;
@@ -261,7 +154,7 @@ static void table_free(void *p, size_t bytes)
 
 /* The slots start one page into the mapping, so they are page aligned;
  * the cast goes through void * to say so. */
-static Session *session_file_slots(void *map)
+Session *session_file_slots(void *map)
 {
 	return (Session *)(void *)((uint8_t *)map + SESSION_FILE_HEADER);
 }
@@ -298,10 +191,10 @@ static int grow(SessionTable *t)
 		return -ENOMEM;
 	/* New arrays rather than realloc(): pages that mremap() moves would
 	 * stay small. The copy is what realloc() often does anyway. */
-	slots = t->fd >= 0 ? file_map(t, cap) : table_alloc(slot_bytes);
-	w = table_alloc(index_bytes);
-	c = table_alloc(index_bytes);
-	p = table_alloc(index_bytes);
+	slots = t->fd >= 0 ? file_map(t, cap) : session_table_alloc_array(slot_bytes);
+	w = session_table_alloc_array(index_bytes);
+	c = session_table_alloc_array(index_bytes);
+	p = session_table_alloc_array(index_bytes);
 	if (!slots || !w || !c || !p) {
 		if (t->fd < 0)
 			table_free(slots, slot_bytes);
@@ -327,7 +220,7 @@ static int grow(SessionTable *t)
 	return 0;
 }
 
-static SessionTable *table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd)
+SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd)
 {
 	SessionTable *t = calloc(1, sizeof(*t));
 
@@ -343,7 +236,7 @@ static SessionTable *table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_CO
 
 SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 {
-	SessionTable *t = table_new_empty(timeouts_ms, -1);
+	SessionTable *t = session_table_new_empty(timeouts_ms, -1);
 
 	if (t && grow(t) < 0) {
 		session_table_free(t);
@@ -355,7 +248,7 @@ SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 			 SessionTable **ret)
 {
-	SessionTable *t = table_new_empty(timeouts_ms, fd);
+	SessionTable *t = session_table_new_empty(timeouts_ms, fd);
 	int r;
 
 	if (!t)
@@ -410,7 +303,7 @@ static void timer_unlink(SessionTable *t, uint32_t h)
 
 /* Append @h to the list of timer @kind, due at @deadline_ms. Appending
  * keeps each list sorted: one duration per kind, and time only grows. */
-static void timer_link(SessionTable *t, uint32_t h, unsigned kind, uint32_t deadline_ms)
+void session_table_timer_link(SessionTable *t, uint32_t h, unsigned kind, uint32_t deadline_ms)
 {
 	Session *s = slot(t, h);
 
@@ -435,7 +328,7 @@ void session_table_arm(SessionTable *t, uint32_t handle, SessionTimer kind, uint
 	timer_unlink(t, handle);
 	if (kind == SESSION_TIMER_NONE || kind >= SESSION_TIMER_COUNT)
 		return;
-	timer_link(t, handle, kind, t->clock_ms + t->timeouts_ms[kind]);
+	session_table_timer_link(t, handle, kind, t->clock_ms + t->timeouts_ms[kind]);
 }
 
 uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now)
@@ -458,7 +351,6 @@ uint64_t session_table_next_deadline(const SessionTable *t, uint64_t now)
 	return best;
 }
 
-static void slot_release(SessionTable *t, uint32_t h);
 static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint32_t h,
 				      bool keep_tomb);
 
@@ -470,9 +362,9 @@ static void tomb_release_oldest(SessionTable *t)
 	if (!h)
 		return;
 	timer_unlink(t, h);
-	index_update(t, h, CHAIN_WIRE, false);
+	session_table_index_update(t, h, CHAIN_WIRE, false);
 	t->tombs--;
-	slot_release(t, h);
+	session_table_slot_release(t, h);
 }
 
 /* Release the tombstones whose closing period is over. */
@@ -544,7 +436,7 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 }
 
 /* Put slot @h on the free list. */
-static void slot_release(SessionTable *t, uint32_t h)
+void session_table_slot_release(SessionTable *t, uint32_t h)
 {
 	Session *s = slot(t, h);
 
@@ -568,9 +460,9 @@ static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint3
 		t->removed(t->removed_userdata, s);
 	timer_unlink(t, h);
 	if (s->flags & SESSION_F_IN_CLIENT)
-		index_update(t, h, CHAIN_CLIENT, false);
+		session_table_index_update(t, h, CHAIN_CLIENT, false);
 	if (s->flags & SESSION_F_IN_PEER)
-		index_update(t, h, CHAIN_PEER, false);
+		session_table_index_update(t, h, CHAIN_PEER, false);
 	if (s->flags & SESSION_F_HALF_OPEN) {
 		if (owner)
 			owner->half_open--;
@@ -587,22 +479,22 @@ static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint3
 	}
 	t->live--;
 	if (!(s->flags & SESSION_F_IN_WIRE)) {
-		slot_release(t, h);
+		session_table_slot_release(t, h);
 		return;
 	}
 	if (!keep_tomb || t->max_tombs == 0) {
-		index_update(t, h, CHAIN_WIRE, false);
-		slot_release(t, h);
+		session_table_index_update(t, h, CHAIN_WIRE, false);
+		session_table_slot_release(t, h);
 		return;
 	}
 	/* Scrub the slot so nothing of this client survives in it; only the
 	 * id stays, filed in the wire index again under the same key. */
-	index_update(t, h, CHAIN_WIRE, false);
+	session_table_index_update(t, h, CHAIN_WIRE, false);
 	memset(s, 0, sizeof(*s));
 	s->wire_id = wire_id;
 	s->flags = SESSION_F_IN_WIRE | SESSION_F_TOMB;
-	index_update(t, h, CHAIN_WIRE, true);
-	timer_link(t, h, TIMER_TOMB, t->clock_ms + t->timeouts_ms[TIMER_TOMB]);
+	session_table_index_update(t, h, CHAIN_WIRE, true);
+	session_table_timer_link(t, h, TIMER_TOMB, t->clock_ms + t->timeouts_ms[TIMER_TOMB]);
 	if (++t->tombs > t->max_tombs)
 		tomb_release_oldest(t);
 }
@@ -687,7 +579,7 @@ uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
 	while (id == 0 || wire_id_taken(t, id));
 	s->wire_id = id;
 	s->flags |= SESSION_F_IN_WIRE;
-	index_update(t, handle, CHAIN_WIRE, true);
+	session_table_index_update(t, handle, CHAIN_WIRE, true);
 	return id;
 }
 
@@ -739,10 +631,10 @@ void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t
 	if (!s)
 		return;
 	if (s->flags & SESSION_F_IN_CLIENT)
-		index_update(t, handle, CHAIN_CLIENT, false);
+		session_table_index_update(t, handle, CHAIN_CLIENT, false);
 	s->client_comm_id = comm_id;
 	s->flags |= SESSION_F_IN_CLIENT;
-	index_update(t, handle, CHAIN_CLIENT, true);
+	session_table_index_update(t, handle, CHAIN_CLIENT, true);
 }
 
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
@@ -753,14 +645,14 @@ void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm
 	if (!s)
 		return;
 	if (s->flags & SESSION_F_IN_PEER)
-		index_update(t, handle, CHAIN_PEER, false);
+		session_table_index_update(t, handle, CHAIN_PEER, false);
 	s->peer_comm_id = peer_comm_id;
 	if (local_gid != s->local_gid)
 		memcpy(s->local_gid, local_gid, GID_LEN);
 	if (peer_gid && peer_gid != s->peer_gid)
 		memcpy(s->peer_gid, peer_gid, GID_LEN);
 	s->flags |= SESSION_F_IN_PEER;
-	index_update(t, handle, CHAIN_PEER, true);
+	session_table_index_update(t, handle, CHAIN_PEER, true);
 }
 
 uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id)
@@ -886,227 +778,6 @@ int64_t session_timer_left_ms(const Session *s, uint64_t now)
 		return -1;
 	int32_t left = (int32_t)(s->deadline_ms - ms_ticks(now));
 	return left < 0 ? 0 : left;
-}
-
-/* ---- taking over a predecessor's table ---- */
-
-typedef struct TimerEntry {
-	int32_t left; /* ms to the deadline from the time of the take-over */
-	uint32_t handle;
-} TimerEntry;
-
-static int timer_entry_cmp(const void *a, const void *b)
-{
-	const TimerEntry *x = a, *y = b;
-
-	return x->left < y->left ? -1 : x->left > y->left ? 1 : (x->handle > y->handle) - (x->handle < y->handle);
-}
-
-/* Whether slot @s holds a session this table could have written. */
-static bool slot_plausible(const Session *s)
-{
-	uint8_t in = s->flags & (SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER);
-
-	if (s->flags & ~(SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER |
-			 SESSION_F_REMOTE | SESSION_F_HALF_OPEN | SESSION_F_LIVE))
-		return false;
-	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT)
-		return false;
-	if (((in & SESSION_F_IN_WIRE) && s->wire_id == 0) ||
-	    ((in & SESSION_F_IN_CLIENT) && s->client_comm_id == 0))
-		return false;
-	return !(s->flags & SESSION_F_HALF_OPEN) || (s->flags & SESSION_F_REMOTE);
-}
-
-/* Whether an index already holds the key @h would be filed under. */
-static bool key_taken(SessionTable *t, uint32_t h, SessionChain c)
-{
-	const Session *s = slot(t, h);
-	uint64_t hash;
-	uint32_t *buckets = index_of(t, h, c, &hash);
-
-	for (uint32_t o = buckets[bucket_of(t, hash)]; o; o = *chain_next(t, o, c)) {
-		const Session *x = slot(t, o);
-
-		if (c == CHAIN_WIRE && x->wire_id == s->wire_id)
-			return true;
-		if (c == CHAIN_CLIENT && x->client_id == s->client_id &&
-		    x->client_comm_id == s->client_comm_id)
-			return true;
-	}
-	return false;
-}
-
-int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
-			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
-			SessionTable **ret)
-{
-	SessionFileHeader h;
-	struct stat st;
-	SessionTable *t;
-	size_t index_bytes;
-	GArray *timers[TIMER_LISTS];
-	uint32_t dropped = 0, now_ms = ms_ticks(now);
-	void *map;
-
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fstat(fd, &st) < 0)
-		return -EINVAL;
-	if (memcmp(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic)) != 0 ||
-	    h.version != SESSION_FILE_VERSION || h.session_size != sizeof(Session) ||
-	    h.capacity < INITIAL_CAPACITY || h.capacity > (1u << 30) ||
-	    (h.capacity & (h.capacity - 1)) || h.used > h.capacity ||
-	    (uint64_t)st.st_size < SESSION_FILE_HEADER + (uint64_t)h.capacity * sizeof(Session))
-		return -EINVAL;
-	t = table_new_empty(timeouts_ms, fd);
-	if (!t)
-		return -ENOMEM;
-	t->file_bytes = SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session);
-	map = mmap(NULL, t->file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	index_bytes = (size_t)h.capacity * sizeof(uint32_t);
-	if (map == MAP_FAILED) {
-		t->fd = -1;
-		session_table_free(t);
-		return -ENOMEM;
-	}
-	t->file = map;
-	t->slots = session_file_slots(map);
-	t->capacity = h.capacity;
-	t->used = h.used;
-	t->clock_ms = now_ms;
-	t->wire_buckets = table_alloc(index_bytes);
-	t->client_buckets = table_alloc(index_bytes);
-	t->peer_buckets = table_alloc(index_bytes);
-	if (!t->wire_buckets || !t->client_buckets || !t->peer_buckets) {
-		t->fd = -1;
-		session_table_free(t);
-		return -ENOMEM;
-	}
-	for (unsigned k = 0; k < TIMER_LISTS; k++)
-		timers[k] = g_array_new(FALSE, FALSE, sizeof(TimerEntry));
-
-	/* Slot by slot: a session whose owner is back and whose fields and
-	 * keys hold up is kept, with its timer; a tombstone keeps its id;
-	 * anything else becomes a free slot. */
-	for (uint32_t i = t->used; i >= 1; i--) {
-		Session *s = slot(t, i);
-		SessionList *owner = NULL;
-		bool keep = false, tomb = false;
-
-		if (s->flags == (SESSION_F_IN_WIRE | SESSION_F_TOMB) && s->wire_id != 0) {
-			tomb = !key_taken(t, i, CHAIN_WIRE);
-		} else if ((s->flags & SESSION_F_LIVE) && slot_plausible(s)) {
-			owner = owner_of(userdata, s->client_id);
-			keep = owner && !((s->flags & SESSION_F_IN_WIRE) && key_taken(t, i, CHAIN_WIRE)) &&
-			       !((s->flags & SESSION_F_IN_CLIENT) && key_taken(t, i, CHAIN_CLIENT));
-		}
-		if (tomb || keep) {
-			TimerEntry e = { (int32_t)(s->deadline_ms - now_ms), i };
-			unsigned kind = tomb ? TIMER_TOMB : s->timer;
-
-			s->next_wire = s->next_client = s->next_peer = 0;
-			s->timer_prev = s->timer_next = 0;
-			s->owner_prev = s->owner_next = 0;
-			s->timer = SESSION_TIMER_NONE;
-			if (s->flags & SESSION_F_IN_WIRE)
-				index_update(t, i, CHAIN_WIRE, true);
-			if (s->flags & SESSION_F_IN_CLIENT)
-				index_update(t, i, CHAIN_CLIENT, true);
-			if (s->flags & SESSION_F_IN_PEER)
-				index_update(t, i, CHAIN_PEER, true);
-			if (kind != SESSION_TIMER_NONE)
-				g_array_append_val(timers[kind], e);
-		}
-		if (tomb) {
-			t->tombs++;
-			continue;
-		}
-		if (!keep) {
-			if (s->flags & SESSION_F_LIVE)
-				dropped++;
-			slot_release(t, i);
-			continue;
-		}
-		s->owner_next = owner->head;
-		if (owner->head)
-			slot(t, owner->head)->owner_prev = i;
-		owner->head = i;
-		owner->count++;
-		t->live++;
-		if (s->flags & SESSION_F_HALF_OPEN) {
-			owner->half_open++;
-			t->half_open++;
-		}
-	}
-	/* Each timer list in deadline order, as arming them would have made it. */
-	for (unsigned k = 0; k < TIMER_LISTS; k++) {
-		qsort(timers[k]->data, timers[k]->len, sizeof(TimerEntry), timer_entry_cmp);
-		for (guint j = 0; j < timers[k]->len; j++) {
-			uint32_t hh = g_array_index(timers[k], TimerEntry, j).handle;
-
-			timer_link(t, hh, k, slot(t, hh)->deadline_ms);
-		}
-		g_array_free(timers[k], TRUE);
-	}
-	if (ret_dropped)
-		*ret_dropped = dropped;
-	*ret = t;
-	return 0;
-}
-
-/* Whether slot @s is filed in index @c: live sessions in the indexes their
- * flags name, tombstones in the wire index only. */
-static bool slot_indexed_in(const Session *s, SessionChain c)
-{
-	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
-
-	if (!(s->flags & flag[c]))
-		return false;
-	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
-}
-
-const char *session_table_check(const SessionTable *t)
-{
-	uint32_t *const buckets[] = { t->wire_buckets, t->client_buckets, t->peer_buckets };
-	uint32_t live = 0, tombs = 0, half_open = 0;
-
-	for (uint32_t h = 1; h <= t->used; h++) {
-		const Session *s = slot(t, h);
-
-		live += !!(s->flags & SESSION_F_LIVE);
-		tombs += !!(s->flags & SESSION_F_TOMB);
-		half_open += (s->flags & SESSION_F_LIVE) && (s->flags & SESSION_F_HALF_OPEN);
-		if ((s->flags & SESSION_F_TOMB) && (s->flags & SESSION_F_LIVE))
-			return "a slot is both live and a tombstone";
-	}
-	if (live != t->live || tombs != t->tombs || half_open != t->half_open)
-		return "the table's counts disagree with its slots";
-	for (int c = CHAIN_WIRE; c <= CHAIN_PEER; c++) {
-		uint64_t claimed = 0, found = 0;
-
-		for (uint32_t h = 1; h <= t->used; h++)
-			claimed += slot_indexed_in(slot(t, h), (SessionChain)c);
-		for (uint32_t b = 0; b < t->capacity; b++) {
-			uint64_t steps = 0;
-
-			for (uint32_t h = buckets[c][b]; h; h = *chain_next(t, h, (SessionChain)c)) {
-				uint64_t hash;
-
-				if (h > t->used)
-					return "an index chain points past the used slots";
-				if (!slot_indexed_in(slot(t, h), (SessionChain)c))
-					return "an index chain holds a session that is not in it";
-				(void)index_of(t, h, (SessionChain)c, &hash);
-				if (bucket_of(t, hash) != b)
-					return "a session is filed under a key it no longer has";
-				if (++steps > claimed)
-					return "an index chain loops";
-				found++;
-			}
-		}
-		if (found != claimed)
-			return "an index misses a session that claims to be in it";
-	}
-	return NULL;
 }
 
 const char *session_state_name(SessionState st)
