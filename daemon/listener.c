@@ -156,28 +156,35 @@ static int listener_take_one(int fd, const char *what)
 	return 0;
 }
 
-int listener_take_activated(int *ret_main, int *ret_control)
+int listener_take_activated(ListenerAsideFn aside, GHashTable *aside_fds, int *ret_main,
+			    int *ret_control)
 {
 	g_auto(GStrv) names = NULL;
 	int n = sd_listen_fds_with_names(1, &names);
-	int main_fd = -1, control_fd = -1, r;
+	int main_fd = -1, control_fd = -1, sockets = 0, r;
 
 	*ret_main = -1;
 	*ret_control = -1;
 	if (n < 0) {
-		log_error("cannot take the sockets systemd passed: %s", strerror(-n));
+		log_error("cannot take the fds systemd passed: %s", strerror(-n));
 		return n;
-	}
-	if (n > 2) {
-		log_error("systemd passed %d sockets; rdmacm-mux serves one, and a second named "
-			  "\"control\"", n);
-		return -EINVAL;
 	}
 	for (int i = 0; i < n; i++) {
 		int fd = SD_LISTEN_FDS_START + i;
-		bool is_control = names && names[i] && strcmp(names[i], "control") == 0;
+		const char *name = names && names[i] ? names[i] : "";
+		bool is_control = strcmp(name, "control") == 0;
 		int *slot = is_control ? &control_fd : &main_fd;
 
+		if (aside && aside(name)) {
+			(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+			g_hash_table_replace(aside_fds, g_strdup(name), GINT_TO_POINTER(fd));
+			continue;
+		}
+		if (++sockets > 2) {
+			log_error("systemd passed more than two sockets; rdmacm-mux serves one, "
+				  "and a second named \"control\"");
+			return -EINVAL;
+		}
 		r = listener_take_one(fd, is_control ? "control" : "main");
 		if (r < 0)
 			return r;
@@ -189,13 +196,13 @@ int listener_take_activated(int *ret_main, int *ret_control)
 		}
 		*slot = fd;
 	}
-	if (n > 0 && main_fd < 0) {
+	if (sockets > 0 && main_fd < 0) {
 		log_error("systemd passed only a control socket; the main socket is missing");
 		return -EINVAL;
 	}
 	*ret_main = main_fd;
 	*ret_control = control_fd;
-	return n;
+	return sockets;
 }
 
 static bool id_listed(const GArray *list, guint id)

@@ -53,16 +53,23 @@ int listener_remove_stale_socket(const char *path);
  */
 int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound);
 
+/* Whether a passed fd of this name is not a listening socket but
+ * something to set aside for the caller (fds kept in the fd store). */
+typedef bool (*ListenerAsideFn)(const char *name);
+
 /**
- * listener_take_activated() - take the sockets systemd passed: the main one
- * (named "main", or unnamed) and optionally one named "control". Each is
- * checked to be a listening UNIX stream socket and made non-blocking.
- * *@ret_main and *@ret_control are -1 for a socket not passed.
+ * listener_take_activated() - take the fds systemd passed: the main socket
+ * (named "main", or any other name) and optionally one named "control".
+ * Each is checked to be a listening UNIX stream socket and made
+ * non-blocking. Fds whose name @aside accepts go to @aside_fds (name ->
+ * fd) instead, unchecked. *@ret_main and *@ret_control are -1 for a socket
+ * not passed.
  * Return: the number of sockets taken (0 without socket activation), or a
  * negative errno (two main sockets, only a control socket, a socket of the
  * wrong kind, more than two).
  */
-int listener_take_activated(int *ret_main, int *ret_control);
+int listener_take_activated(ListenerAsideFn aside, GHashTable *aside_fds, int *ret_main,
+			    int *ret_control);
 
 /**
  * listener_allows() - whether @cred passes @allow.

@@ -24,9 +24,11 @@
 
 #include "config.h"
 #include "control.h"
+#include "fd-store.h"
 #include "listener.h"
 #include "log.h"
 #include "pcap-writer.h"
+#include "relay-handoff.h"
 #include "relay.h"
 #include "umad-port.h"
 #include "util.h"
@@ -38,6 +40,8 @@
 #define STATUS_INTERVAL_USEC (2 * 1000000u)
 /* Out of fds, look again this often. */
 #define LISTENER_RETRY_MS 100
+/* At a hand-off, queued frames may take this long to go out. */
+#define HANDOFF_FLUSH_MS 1000
 
 typedef struct Options {
 	char *device;
@@ -65,6 +69,7 @@ typedef struct Options {
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
 	gboolean require_port_gid;
+	gboolean no_fd_store;
 	gboolean trace;
 	char *trace_pcap;
 	char *log_level;
@@ -83,6 +88,8 @@ typedef struct Daemon {
 	PcapWriter *pcap;
 	sd_event *event;
 	Listener *listener;
+	GHashTable *stored; /* fds a predecessor left in the fd store: name -> fd */
+	bool handing_off;   /* SIGTERM with the fd store: the successor takes over */
 	sd_event_source *status_timer;
 	Relay *relay;
 	GArray *allow_uids;
@@ -156,6 +163,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Lifetime of a SIDR query (ms, default 60000)", "MS" },
 		{ "require-port-gid", 0, 0, G_OPTION_ARG_NONE, &o->require_port_gid,
 		  "Refuse REG of a GID the port does not have", NULL },
+		{ "no-fd-store", 0, 0, G_OPTION_ARG_NONE, &o->no_fd_store,
+		  "Do not keep clients and state in the service manager's fd store (a restart "
+		  "then disconnects every client)", NULL },
 		{ "trace", 0, 0, G_OPTION_ARG_NONE, &o->trace,
 		  "Print a line for every relayed or dropped MAD on stdout", NULL },
 		{ "trace-pcap", 0, 0, G_OPTION_ARG_FILENAME, &o->trace_pcap,
@@ -276,10 +286,20 @@ static void control_bind(Daemon *d)
 
 /* The sockets systemd passed, or our own: a failure is logged where it
  * happens. */
+static bool is_stored_fd_name(const char *name)
+{
+	uint32_t id;
+
+	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
+	       fd_store_parse_client_name(name, &id);
+}
+
 static int listener_setup(Daemon *d)
 {
 	ListenerPerms perms;
-	int n = listener_take_activated(&d->listen_fd, &d->control_fd), r;
+	int n = listener_take_activated(is_stored_fd_name, d->stored, &d->listen_fd,
+					&d->control_fd),
+	    r;
 
 	if (n < 0)
 		return n;
@@ -292,10 +312,67 @@ static int listener_setup(Daemon *d)
 		r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound);
 		if (r < 0)
 			return r;
+		/* Kept with the clients: a successor serves the same socket. */
+		(void)fd_store_put("main", d->listen_fd);
 	}
-	if (d->control_fd < 0)
+	if (d->control_fd < 0) {
 		control_bind(d);
+		if (d->control_bound)
+			(void)fd_store_put("control", d->control_fd);
+	}
 	return 0;
+}
+
+/* The relay's state from the fd store, or a fresh one. */
+static void handoff_setup(Daemon *d)
+{
+	g_autoptr(GHashTable) clients = g_hash_table_new(g_direct_hash, g_direct_equal);
+	int state_fd = -1, sessions_fd = -1;
+	GHashTableIter it;
+	gpointer key, value;
+
+	g_hash_table_iter_init(&it, d->stored);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		uint32_t id;
+
+		if (strcmp(key, FD_STORE_STATE) == 0)
+			state_fd = GPOINTER_TO_INT(value);
+		else if (strcmp(key, FD_STORE_SESSIONS) == 0)
+			sessions_fd = GPOINTER_TO_INT(value);
+		else if (fd_store_parse_client_name(key, &id))
+			g_hash_table_insert(clients, GUINT_TO_POINTER(id), value);
+	}
+	g_hash_table_remove_all(d->stored);
+	if (!fd_store_enabled()) {
+		/* Passed, but nobody would keep them from now on. */
+		GHashTableIter ci;
+
+		g_hash_table_iter_init(&ci, clients);
+		while (g_hash_table_iter_next(&ci, NULL, &value))
+			close(GPOINTER_TO_INT(value));
+		if (state_fd >= 0)
+			close(state_fd);
+		if (sessions_fd >= 0)
+			close(sessions_fd);
+		return;
+	}
+	(void)relay_handoff_start(d->relay, state_fd, sessions_fd, clients);
+}
+
+/* SIGTERM: with the fd store, what is queued goes out and the successor
+ * (a restart) takes the rest over; without it, a plain stop. */
+static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	Daemon *d = userdata;
+
+	(void)si;
+	if (fd_store_enabled()) {
+		d->handing_off = true;
+		relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
+		log_info("stopping: the clients, their GIDs and sessions stay in the fd store "
+			 "for the next start");
+	}
+	return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
 static void on_accept(int fd, const struct ucred *cred, void *userdata)
@@ -357,10 +434,21 @@ static void daemon_clear(Daemon *d)
 		close(d->listen_fd);
 	if (d->control_fd >= 0)
 		close(d->control_fd);
-	if (d->socket_bound)
+	/* Handing off, the sockets stay for the successor (the fd store
+	 * holds them, bound). */
+	if (d->socket_bound && !d->handing_off)
 		(void)unlink(d->socket_path);
-	if (d->control_bound)
+	if (d->control_bound && !d->handing_off)
 		(void)unlink(d->control_path);
+	if (d->stored) {
+		GHashTableIter it;
+		gpointer value;
+
+		g_hash_table_iter_init(&it, d->stored);
+		while (g_hash_table_iter_next(&it, NULL, &value))
+			close(GPOINTER_TO_INT(value));
+		g_hash_table_destroy(d->stored);
+	}
 	sd_event_unref(d->event);
 	if (d->allow_uids)
 		g_array_unref(d->allow_uids);
@@ -466,6 +554,7 @@ static int run(Daemon *d)
 	r = listener_setup(d);
 	if (r < 0)
 		return EXIT_FAILURE;
+	handoff_setup(d);
 	if (d->control_fd >= 0) {
 		ControlConfig ccfg;
 
@@ -480,7 +569,7 @@ static int run(Daemon *d)
 			 &d->listener);
 	if (r < 0)
 		return EXIT_FAILURE;
-	r = sd_event_add_signal(d->event, NULL, SIGTERM, NULL, NULL);
+	r = sd_event_add_signal(d->event, NULL, SIGTERM, on_sigterm, d);
 	if (r >= 0)
 		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
 	if (r >= 0)
@@ -552,6 +641,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	log_setup(level, false);
+	(void)fd_store_setup(!d.opt.no_fd_store);
+	d.stored = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	if (d.opt.trace)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 

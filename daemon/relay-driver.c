@@ -198,7 +198,7 @@ const char *relay_check_invariants(Relay *r)
 		k.violation = "the session count disagrees with the client lists";
 	if (!k.violation)
 		k.violation = session_table_check(r->sessions);
-	if (!k.violation && r->counters.sessions_created < session_table_count(r->sessions))
+	if (!k.violation && r->counters->sessions_created < session_table_count(r->sessions))
 		k.violation = "more live sessions than were ever created";
 	if (!k.violation && session_table_count(r->sessions) > r->cfg.max_total_sessions)
 		k.violation = "more live sessions than the daemon-wide cap";

@@ -125,7 +125,7 @@ void relay_emit(Relay *r, RelayEvent *ev, const RelayClient *c)
 
 void relay_dump_counters(const Relay *r, FILE *f)
 {
-	const RelayCounters *k = &r->counters;
+	const RelayCounters *k = r->counters;
 
 	fprintf(f, "counters for %s port %d:\n", r->port->dev, r->port->port);
 	fprintf(f, "  %-16s %10s %10s\n", "attribute", "tx", "rx");

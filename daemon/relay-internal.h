@@ -22,6 +22,7 @@
 #include <sys/epoll.h>
 
 #include "client.h"
+#include "handoff-state.h"
 #include "relay.h"
 #include "umad-sender.h"
 
@@ -55,6 +56,7 @@ struct RelayClient {
 	SessionList sessions;
 	uint64_t caps;
 	bool hello_done;
+	int handoff_slot; /* its slot in the hand-off state, or -1 */
 	bool c1_logged;
 	bool reading_paused;
 	bool dirty; /* on the relay's list of clients to flush */
@@ -112,7 +114,10 @@ struct Relay {
 	RelayClient *client_cache[RELAY_CLIENT_CACHE_SLOTS];
 	unsigned recv_errors_in_a_row;
 	uint32_t next_client_id;
-	RelayCounters counters;
+	/* The counters: in the hand-off state when there is one, so that a
+	 * successor counts on (relay-handoff.c), else counters_own. */
+	RelayCounters *counters;
+	RelayCounters counters_own;
 	GHashTable *clients_per_uid; /* uid -> connections */
 	/* Connections that have not registered a GID yet, oldest first, and
 	 * the timer that closes them after register_timeout_ms. */
@@ -125,7 +130,19 @@ struct Relay {
 	 * relay acts on are re-read once per epoch (gid-table.h). */
 	uint64_t gid_epoch;
 	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
+	HandoffState *handoff; /* NULL until relay_handoff_start() */
+	int sessions_fd;       /* the memfd the sessions live in, or -1 */
 };
+
+/* ---- relay-handoff.c: keeping the hand-off state current ---- */
+
+/* A new connection (not one taken over): a slot, and its fd stored. */
+void relay_handoff_client_added(Relay *r, RelayClient *c);
+/* The client goes: out of the store, its slot freed. */
+void relay_handoff_client_gone(Relay *r, RelayClient *c);
+/* Its GIDs or its HELLO changed. */
+void relay_handoff_client_gids(Relay *r, RelayClient *c);
+void relay_handoff_client_hello(Relay *r, RelayClient *c);
 
 /* ---- relay.c ---- */
 
@@ -156,6 +173,11 @@ void relay_schedule_timer(Relay *r);
 SessionList *relay_session_owner(void *userdata, uint32_t client_id);
 void relay_session_removed(void *userdata, const Session *s);
 int relay_on_session_timer(sd_event_source *s, uint64_t usec, void *userdata);
+/* Count the peers' half-open shares again from the table (after a
+ * take-over). */
+void relay_recount_half_open_peers(Relay *r);
+/* @c registered its first GID, or goes: it leaves the unregistered list. */
+void relay_client_registered(Relay *r, RelayClient *c);
 /* Relay.half_open_peers' key functions. */
 guint relay_peer_key_hash(gconstpointer p);
 gboolean relay_peer_key_equal(gconstpointer a, gconstpointer b);

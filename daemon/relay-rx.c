@@ -268,7 +268,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	bool ok;
 
 	if (buf->hdr.status != 0 || len <= RDMACM_MUX_MAD_HDR_SIZE) {
-		r->counters.rx_drop[RX_DROP_STATUS]++;
+		r->counters->rx_drop[RX_DROP_STATUS]++;
 		return;
 	}
 	/* Sinks see the MAD as it was on the wire, before any rewrite. */
@@ -280,7 +280,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		RxDrop d = e == -EPROTO ? RX_DROP_NOT_CM
 			   : e == -EOPNOTSUPP ? RX_DROP_UNSUPPORTED
 					       : RX_DROP_MALFORMED;
-		r->counters.rx_drop[d]++;
+		r->counters->rx_drop[d]++;
 		ev.drop = relay_rx_drop_name(d);
 		relay_emit(r, &ev, NULL);
 		return;
@@ -295,7 +295,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	ev.client_comm_id = rt.client_comm_id;
 	ev.local_gid = rt.local_gid;
 	if (!ok) {
-		r->counters.rx_drop[rt.drop]++;
+		r->counters->rx_drop[rt.drop]++;
 		ev.drop = relay_rx_drop_name(rt.drop);
 		relay_emit(r, &ev, rt.client);
 		return;
@@ -315,7 +315,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	memset(m.umad.mad + len, 0, sizeof(m) - offsetof(struct rdmacm_mux_msg, umad.mad) - len);
 
 	if (client_queue_mad(&rt.client->conn, &m) < 0) {
-		r->counters.rx_drop[RX_DROP_QUEUE_FULL]++;
+		r->counters->rx_drop[RX_DROP_QUEUE_FULL]++;
 		rt.client->stats.rx_dropped++;
 		ev.drop = relay_rx_drop_name(RX_DROP_QUEUE_FULL);
 		relay_emit(r, &ev, rt.client);
@@ -323,7 +323,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	}
 	if (rt.create)
 		relay_rx_create_session(r, buf, attr == CM_ATTR_SIDR_REQ, &rt, now);
-	r->counters.rx[cm_attr_to_index(attr)]++;
+	r->counters->rx[cm_attr_to_index(attr)]++;
 	rt.client->stats.rx_mads++;
 	relay_mark_dirty(r, rt.client);
 	relay_emit(r, &ev, rt.client);
@@ -355,7 +355,7 @@ static bool relay_rx_recv_failed(Relay *r, int e)
 		(void)sd_event_exit(r->event, -ENODEV);
 		return true;
 	}
-	r->counters.recv_errors++;
+	r->counters->recv_errors++;
 	/* A port that fails every read would keep the loop busy forever:
 	 * give up and let systemd restart us. */
 	if (++r->recv_errors_in_a_row >= RELAY_RX_RECV_ERRORS_FATAL) {

@@ -99,6 +99,23 @@ void relay_session_removed(void *userdata, const Session *s)
 	}
 }
 
+static void relay_recount_one(void *userdata, const Session *s)
+{
+	Relay *r = userdata;
+
+	if (s->flags & SESSION_F_HALF_OPEN) {
+		RelayPeerKey k = relay_peer_key(s->client_id, s->peer_gid, s->peer_lid);
+
+		relay_peer_half_open_add(r, &k, +1);
+	}
+}
+
+void relay_recount_half_open_peers(Relay *r)
+{
+	g_hash_table_remove_all(r->half_open_peers);
+	session_table_foreach(r->sessions, relay_recount_one, r);
+}
+
 uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_t now)
 {
 	uint32_t h;
@@ -110,7 +127,7 @@ uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_
 		return 0;
 	h = session_table_add(r->sessions, &c->sessions, c->id, state, now);
 	if (h) {
-		r->counters.sessions_created++;
+		r->counters->sessions_created++;
 		c->stats.sessions = c->sessions.count;
 	}
 	return h;
@@ -149,7 +166,7 @@ uint32_t relay_session_new_remote(Relay *r, RelayClient *c, SessionState state,
 	s->peer_lid = peer_lid;
 	session_table_set_half_open(r->sessions, &c->sessions, h, true);
 	relay_peer_half_open_add(r, &k, +1);
-	r->counters.sessions_created++;
+	r->counters->sessions_created++;
 	c->stats.sessions = c->sessions.count;
 	return h;
 }
@@ -234,7 +251,7 @@ int relay_on_session_timer(sd_event_source *s, uint64_t usec, void *userdata)
 	(void)s;
 	r->timer_armed_at = 0;
 	n = session_table_expire(r->sessions, usec, relay_session_owner, r);
-	r->counters.sessions_expired += n;
+	r->counters->sessions_expired += n;
 	if (n)
 		log_debug("%u sessions expired", n);
 	relay_schedule_timer(r);
@@ -246,7 +263,7 @@ unsigned relay_expire_sessions(Relay *r)
 {
 	unsigned n = session_table_expire(r->sessions, relay_now(r), relay_session_owner, r);
 
-	r->counters.sessions_expired += n;
+	r->counters->sessions_expired += n;
 	return n;
 }
 

@@ -349,7 +349,7 @@ static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mu
 		if (s && s->client_id == c->id && s->wire_id == t->wire_id)
 			session_table_remove(r->sessions, &c->sessions, t->handle);
 	}
-	r->counters.tx_reject[t->reject]++;
+	r->counters->tx_reject[t->reject]++;
 	c->stats.tx_rejected++;
 	if (log_get_max_level() >= LOG_NOTICE) {
 		char pid[32], gidf[64], comm[32], attrf[32], text[GID_STR_LEN], name[16];
@@ -387,7 +387,7 @@ static int relay_tx_sent(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		relay_tx_refused(r, t, req, err);
 		return err;
 	}
-	r->counters.tx[cm_attr_to_index(t->attr)]++;
+	r->counters->tx[cm_attr_to_index(t->attr)]++;
 	c->stats.tx_mads++;
 	relay_emit(r, &(RelayEvent){ .attr = t->attr, .client_comm_id = t->client_id_field,
 				     .wire_id = t->wire_id, .local_gid = t->sgid, .remote_gid = t->dest,
@@ -534,9 +534,9 @@ void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
 	 * MAD went out (or not) all the same, and is counted. */
 	if (!c) {
 		if (job->send.result < 0)
-			r->counters.tx_reject[TX_REJECT_SEND_FAILED]++;
+			r->counters->tx_reject[TX_REJECT_SEND_FAILED]++;
 		else
-			r->counters.tx[cm_attr_to_index(job->t.attr)]++;
+			r->counters->tx[cm_attr_to_index(job->t.attr)]++;
 	} else {
 		job->t.client = c;
 		err = relay_tx_sent(r, &job->t, &job->send.buf, &job->req, job->send.result);

@@ -84,7 +84,7 @@ static void relay_uid_count_add(Relay *r, uid_t uid, int delta)
 }
 
 /* @c registered its first GID, or goes: it leaves the unregistered list. */
-static void relay_client_registered(Relay *r, RelayClient *c)
+void relay_client_registered(Relay *r, RelayClient *c)
 {
 	if (!c->unregistered)
 		return;
@@ -101,6 +101,7 @@ void relay_drop_client(Relay *r, RelayClient *c, const char *why)
 	log_structured(LOG_INFO, fields, "client %u (pid %d, %s) gone: %s; %u GIDs and %u sessions removed",
 		       c->id, (int)c->conn.cred.pid, c->conn.comm, why, c->n_gids,
 		       c->sessions.count);
+	relay_handoff_client_gone(r, c);
 	for (uint32_t i = 0; i < c->n_gids; i++)
 		g_hash_table_remove(r->gid_owners, c->gids[i].gid);
 	session_table_remove_all(r->sessions, &c->sessions);
@@ -150,7 +151,7 @@ static bool relay_flush_client(Relay *r, RelayClient *c)
 		return true;
 	e = client_flush(&c->conn);
 	if (e < 0 && e != -EAGAIN) {
-		r->counters.clients_dropped++;
+		r->counters->clients_dropped++;
 		relay_drop_client(r, c, e == -EPIPE || e == -ECONNRESET ? "disconnected" : "write error");
 		return false;
 	}
@@ -209,7 +210,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 	RelayClient *c;
 
 	if (g_hash_table_size(r->clients) >= r->cfg.max_clients) {
-		r->counters.clients_refused++;
+		r->counters->clients_refused++;
 		log_ratelimited(LOG_WARNING, NULL,
 				"refusing a connection: %u clients is the limit (--max-clients)",
 				r->cfg.max_clients);
@@ -218,6 +219,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		return NULL;
 	}
 	c = g_new0(RelayClient, 1);
+	c->handoff_slot = -1;
 	c->id = relay_new_client_id(r);
 	client_init(&c->conn, fd, r->cfg.max_queued, r->cfg.max_pending);
 	if (fd >= 0) {
@@ -227,7 +229,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		/* One user cannot take every slot: the VMs of others must fit. */
 		if (GPOINTER_TO_UINT(g_hash_table_lookup(r->clients_per_uid, GUINT_TO_POINTER(uid))) >=
 		    r->cfg.max_clients_per_uid) {
-			r->counters.clients_refused++;
+			r->counters->clients_refused++;
 			log_ratelimited(LOG_WARNING, NULL,
 					"refusing a connection of uid %d (pid %d): it has %u, the "
 					"limit per user (--max-clients-per-uid)",
@@ -239,7 +241,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		if (epoll_ctl(r->client_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			log_warning("refusing client on fd %d (pid %d): cannot watch its socket: %s",
 				    fd, (int)c->conn.cred.pid, strerror(errno));
-			r->counters.clients_refused++;
+			r->counters->clients_refused++;
 			relay_client_free(c);
 			return NULL;
 		}
@@ -255,7 +257,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		}
 	}
 	g_hash_table_insert(r->clients, GUINT_TO_POINTER(c->id), c);
-	r->counters.clients_accepted++;
+	r->counters->clients_accepted++;
 	return c;
 }
 
@@ -265,6 +267,7 @@ int relay_add_client(Relay *r, int fd)
 
 	if (!c)
 		return -EUSERS;
+	relay_handoff_client_added(r, c);
 	log_info("client %u connected on fd %d: pid %d uid %d (%s)", c->id, fd,
 		 (int)c->conn.cred.pid, (int)c->conn.cred.uid, c->conn.comm);
 	return 0;
@@ -297,7 +300,7 @@ static int relay_on_register_timer(sd_event_source *s, uint64_t usec, void *user
 	(void)s;
 	while ((c = g_queue_peek_head(&r->unregistered)) &&
 	       c->conn.connected_usec + (uint64_t)r->cfg.register_timeout_ms * 1000 <= usec) {
-		r->counters.clients_dropped++;
+		r->counters->clients_dropped++;
 		relay_drop_client(r, c, "registered no GID in time (--register-timeout)");
 	}
 	relay_arm_register_timer(r);
@@ -403,6 +406,7 @@ static int relay_register_gid(Relay *r, RelayClient *c, const uint8_t gid[GID_LE
 	cg->gid_index = -1;
 	cg->table_generation = 0;
 	g_hash_table_insert(r->gid_owners, g_memdup2(gid, GID_LEN), c);
+	relay_handoff_client_gids(r, c);
 	log_structured(LOG_INFO, fields, "client %u (pid %d) registered GID %s", c->id,
 		       (int)c->conn.cred.pid, text);
 	return 0;
@@ -427,6 +431,7 @@ static int relay_unregister_gid(Relay *r, RelayClient *c, const uint8_t gid[GID_
 	if (cg) {
 		*cg = c->gids[c->n_gids - 1];
 		c->n_gids--;
+		relay_handoff_client_gids(r, c);
 	}
 	return 0;
 }
@@ -444,6 +449,7 @@ static int relay_hello(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m)
 		return -EINVAL;
 	c->caps = h.capabilities & RDMACM_MUX_CAP_ALL;
 	c->hello_done = true;
+	relay_handoff_client_hello(r, c);
 	memset(&h, 0, sizeof(h));
 	h.magic = RDMACM_MUX_HELLO_MAGIC;
 	h.version_major = RDMACM_MUX_PROTO_VERSION_MAJOR;
@@ -475,7 +481,7 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 	bool bad = false;
 	int err;
 
-	r->counters.requests++;
+	r->counters->requests++;
 	if (m->hdr.msg_type != RDMACM_MUX_MSG_TYPE_REQ) {
 		err = -EBADMSG;
 		bad = true;
@@ -484,16 +490,16 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 		case RDMACM_MUX_OP_CODE_REG:
 			err = relay_register_gid(r, c, m->hdr.sgid.raw);
 			if (err == 0)
-				r->counters.reg_ok++;
+				r->counters->reg_ok++;
 			else
-				r->counters.reg_refused++;
+				r->counters->reg_refused++;
 			break;
 		case RDMACM_MUX_OP_CODE_UNREG:
 			err = relay_unregister_gid(r, c, m->hdr.sgid.raw);
 			if (err == 0)
-				r->counters.unreg_ok++;
+				r->counters->unreg_ok++;
 			else
-				r->counters.unreg_refused++;
+				r->counters->unreg_refused++;
 			break;
 		case RDMACM_MUX_OP_CODE_MAD:
 			err = relay_tx_mad(r, c, m, tx_hint);
@@ -523,7 +529,7 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 	}
 
 	if (bad) {
-		r->counters.bad_frames++;
+		r->counters->bad_frames++;
 		c->bad_frames++;
 		log_ratelimited(LOG_NOTICE, NULL,
 				"client %u (pid %d) sent a bad frame (msg_type %u, op_code %u)",
@@ -536,7 +542,7 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 		/* Let the error responses reach it, then hang up. */
 		if (c->conn.fd >= 0)
 			(void)client_flush(&c->conn);
-		r->counters.clients_dropped++;
+		r->counters->clients_dropped++;
 		relay_drop_client(r, c, "too many bad frames");
 		return false;
 	}
@@ -566,7 +572,7 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 			bool cut = client_has_partial_input(&c->conn);
 
 			if (cut)
-				r->counters.truncated_frames++;
+				r->counters->truncated_frames++;
 			relay_drop_client(r, c, cut ? "disconnected in the middle of a frame"
 						    : e == -EPIPE ? "disconnected"
 								  : "read error");
@@ -643,6 +649,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	int e;
 
 	r->client_ep = -1;
+	r->sessions_fd = -1;
 	r->rx_batch = g_new(UmadBuffer, RELAY_UMAD_BATCH);
 	r->rx_len = g_new(size_t, RELAY_UMAD_BATCH);
 	r->event = sd_event_ref(event);
@@ -655,6 +662,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	if (r->cfg.max_slow_sends == 0)
 		r->cfg.max_slow_sends = 2;
 	r->next_client_id = 1;
+	r->counters = &r->counters_own;
 	if (r->cfg.max_clients_per_uid == 0)
 		r->cfg.max_clients_per_uid = MAX(r->cfg.max_clients / 2, 1u);
 	r->clients_per_uid = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -763,6 +771,9 @@ void relay_free(Relay *r)
 	if (r->sessions)
 		session_table_set_remove_hook(r->sessions, NULL, NULL);
 	session_table_free(r->sessions);
+	if (r->sessions_fd >= 0)
+		close(r->sessions_fd);
+	handoff_state_free(r->handoff);
 	if (r->half_open_peers)
 		g_hash_table_destroy(r->half_open_peers);
 	umad_port_close(r->port);
@@ -846,5 +857,5 @@ size_t relay_session_memory(const Relay *r)
 
 const RelayCounters *relay_counters(const Relay *r)
 {
-	return &r->counters;
+	return r->counters;
 }

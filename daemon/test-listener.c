@@ -209,7 +209,7 @@ static int activated(const char *dir, int n, const char *names, int plain_index)
 			setenv("LISTEN_FDNAMES", names, 1);
 		else
 			unsetenv("LISTEN_FDNAMES");
-		r = listener_take_activated(&main_fd, &control_fd);
+		r = listener_take_activated(NULL, NULL, &main_fd, &control_fd);
 		if (r < 0)
 			_exit(1);
 

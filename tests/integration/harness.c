@@ -130,6 +130,37 @@ static void daemon_spawn(Daemon *d)
 	}
 	fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	g_assert_cmpint(fd, >=, 0);
+	if (d->sup) {
+		unsigned ready = supervisor_ready_count(d->sup);
+		g_autoptr(GPtrArray) av = g_ptr_array_new_with_free_func(g_free);
+		g_auto(GStrv) words = NULL;
+		int status;
+
+		if (wrapper && *wrapper)
+			g_assert_true(g_shell_parse_argv(wrapper, NULL, &words, NULL));
+		for (char **w = words; w && *w; w++)
+			g_ptr_array_add(av, g_strdup(*w));
+		for (char **a = d->argv; *a; a++)
+			g_ptr_array_add(av, g_strdup(*a));
+		if (!g_path_is_absolute(av->pdata[0])) {
+			char *abs = g_find_program_in_path(av->pdata[0]);
+
+			g_assert_nonnull(abs);
+			g_free(av->pdata[0]);
+			av->pdata[0] = abs;
+		}
+		g_ptr_array_add(av, NULL);
+		d->pid = supervisor_exec(d->sup, (char **)av->pdata, envp, fd);
+		close(fd);
+		if (!supervisor_wait_ready(d->sup, ready, wrapper && *wrapper ? 60000 : 5000)) {
+			g_autofree char *out = daemon_output(d);
+
+			if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+				g_error("rdmacm-mux exited at start (status %d):\n%s", status, out);
+			g_error("rdmacm-mux sent no READY=1:\n%s", out);
+		}
+		return;
+	}
 	/* RDMACM_MUX_WRAPPER runs the daemon under e.g. valgrind. */
 	if (wrapper && *wrapper) {
 		g_auto(GStrv) words = NULL;
@@ -166,11 +197,13 @@ static void daemon_spawn(Daemon *d)
 	g_error("rdmacm-mux did not start serving %s", d->socket);
 }
 
-Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
+static Daemon *daemon_start_under(Supervisor *sup, Fabric *f, const char *ca,
+				  const char *const *extra)
 {
 	Daemon *d = g_new0(Daemon, 1);
 	g_autoptr(GPtrArray) argv = g_ptr_array_new();
 
+	d->sup = sup;
 	d->fabric = f;
 	d->ca = g_strdup(ca);
 	d->socket = g_strdup_printf("%s/mux-%s-1", f->dir, ca);
@@ -187,6 +220,17 @@ Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
 	d->argv = (char **)g_ptr_array_free(g_steal_pointer(&argv), FALSE);
 	daemon_spawn(d);
 	return d;
+}
+
+Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
+{
+	return daemon_start_under(NULL, f, ca, extra);
+}
+
+Daemon *daemon_start_supervised(Supervisor *s, Fabric *f, const char *ca,
+				const char *const *extra)
+{
+	return daemon_start_under(s, f, ca, extra);
 }
 
 /* The exit status (or 128 + signal), or -ETIMEDOUT. */

@@ -22,8 +22,11 @@ typedef struct Fabric {
 	char *dir;
 } Fabric;
 
+typedef struct Supervisor Supervisor;
+
 typedef struct Daemon {
 	Fabric *fabric;
+	Supervisor *sup; /* NULL: started without a supervisor */
 	char *ca;
 	char *socket;
 	char *log;
@@ -63,6 +66,28 @@ void daemon_kill(Daemon *d);
 /* Start the same daemon again (after a kill or stop). */
 void daemon_restart(Daemon *d);
 void daemon_free(Daemon *d);
+
+/* ---- a supervisor with an fd store, as systemd is (supervisor.c) ---- */
+
+Supervisor *supervisor_new(Fabric *f);
+void supervisor_free(Supervisor *s);
+/* Start rdmacm-mux under @s: $NOTIFY_SOCKET is its, and every (re)start
+ * passes what the store holds; a start is done at READY=1. */
+Daemon *daemon_start_supervised(Supervisor *s, Fabric *f, const char *ca,
+				const char *const *extra);
+const char *supervisor_notify_path(const Supervisor *s);
+unsigned supervisor_ready_count(Supervisor *s);
+/* Wait until more than @after READY=1 came. */
+bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms);
+/* How many stored fds have a name starting with @prefix. */
+unsigned supervisor_stored(Supervisor *s, const char *prefix);
+/* The store's fd named @name (still the store's), or -1. */
+int supervisor_stored_fd(Supervisor *s, const char *name);
+/* Close everything stored, as systemd does when the unit stops. */
+void supervisor_clear(Supervisor *s);
+/* fork and exec @argv with @envp plus the notify socket and the stored
+ * fds, output to @log_fd. */
+GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd);
 /* A fixture's teardown: the VMs of the NULL-terminated @vms, then both
  * daemons (either may be NULL), then the fabric. */
 void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms);

@@ -157,6 +157,20 @@ def full_contract(tmp, fabric, name, wrap_pid):
         check(rc == 0, f"{name}: exit status 0 after SIGTERM (got {rc})")
 
         lines = [m[2] for m in notify.msgs]
+        # The fd store (FDSTORE=1/FDSTOREREMOVE=1 with FDNAME=) is its own
+        # stream: the sockets it bound, its state, each client while it is
+        # connected. The life-cycle messages are checked without it.
+        store = [l for l in lines if l.split("=")[0] in ("FDSTORE", "FDSTOREREMOVE", "FDNAME")]
+        lines = [l for l in lines if l not in store]
+        stored = [n[len("FDNAME="):] for p, n in zip(store, store[1:])
+                  if p == "FDSTORE=1" and n.startswith("FDNAME=")]
+        removed = [n[len("FDNAME="):] for p, n in zip(store, store[1:])
+                   if p == "FDSTOREREMOVE=1" and n.startswith("FDNAME=")]
+        check(stored[:4] == ["main", "control", "state", "sessions"],
+              f"{name}: the bound sockets and the state go to the fd store first ({stored[:4]})")
+        check(stored[4:] == ["client.1"] and removed == ["client.1"],
+              f"{name}: the client's socket is stored while it is connected ({stored[4:]}, "
+              f"removed {removed})")
         print(f"# first messages: {lines[:4]}")
         pids = {m[1] for m in notify.msgs}
         check(pids == {proc.pid}, f"{name}: every message comes from the daemon's pid ({pids} vs {proc.pid})")

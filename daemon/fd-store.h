@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The service manager's file descriptor store: the fds a successor gets
+ * back after a restart or a crash (systemd's FileDescriptorStoreMax=, or
+ * any supervisor speaking the same notify protocol). The daemon keeps its
+ * client sockets and its state there, so that a restart loses nothing.
+ *
+ * Names: "state", "sessions", and "client.N" for the socket of client N.
+ * A listening socket the daemon bound itself is kept as "main" or
+ * "control", so that it comes back as if passed by socket activation.
+ */
+#ifndef RDMACM_MUX_FD_STORE_H
+#define RDMACM_MUX_FD_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FD_STORE_STATE "state"
+#define FD_STORE_SESSIONS "sessions"
+#define FD_STORE_CLIENT_PREFIX "client."
+
+/**
+ * fd_store_setup() - use the store when @wanted and a supervisor listens
+ * ($NOTIFY_SOCKET is set). Return: whether the store is used.
+ */
+bool fd_store_setup(bool wanted);
+bool fd_store_enabled(void);
+
+/**
+ * fd_store_put() - keep a copy of @fd under @name. Failures are logged
+ * (rate limited): the daemon runs on without the guarantee.
+ * Return: 0 or a negative errno; 0 without doing anything when the store
+ * is not used.
+ */
+int fd_store_put(const char *name, int fd);
+/* Drop every fd kept under @name. */
+void fd_store_remove(const char *name);
+
+/* "client.N" for client @id, in @buf. */
+const char *fd_store_client_name(uint32_t id, char buf[32]);
+/**
+ * fd_store_parse_client_name() - the client id of a "client.N" name.
+ * Return: true with *@ret_id set, or false for another name.
+ */
+bool fd_store_parse_client_name(const char *name, uint32_t *ret_id);
+
+#endif

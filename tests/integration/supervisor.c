@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A stand-in for systemd as the daemon's supervisor: the notify socket,
+ * the file descriptor store (FDSTORE=1, FDSTOREREMOVE=1, FDNAME=) and
+ * starting the daemon again with the stored fds passed the way systemd
+ * passes them (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES, fds from 3 on). A
+ * thread of its own reads the notify socket, so that the store is current
+ * whatever the test is doing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_FDS_PER_MESSAGE 16
+
+typedef struct StoredFd {
+	char *name;
+	int fd;
+} StoredFd;
+
+struct Supervisor {
+	char *path;
+	int sock;
+	GThread *thread;
+	GMutex lock;
+	GCond changed;
+	GArray *store; /* StoredFd */
+	unsigned ready; /* READY=1 messages so far */
+	gint stop;
+};
+
+static void stored_fd_clear(gpointer p)
+{
+	StoredFd *s = p;
+
+	g_free(s->name);
+	close(s->fd);
+}
+
+/* One datagram: its lines, and the fds it carried. */
+static void supervisor_handle(Supervisor *s, const char *text, const int *fds, unsigned n_fds)
+{
+	g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+	const char *name = "stored";
+	bool store = false, remove = false;
+
+	for (char **l = lines; *l; l++) {
+		if (strcmp(*l, "FDSTORE=1") == 0)
+			store = true;
+		else if (strcmp(*l, "FDSTOREREMOVE=1") == 0)
+			remove = true;
+		else if (g_str_has_prefix(*l, "FDNAME="))
+			name = *l + strlen("FDNAME=");
+	}
+	g_mutex_lock(&s->lock);
+	for (char **l = lines; *l; l++)
+		if (strcmp(*l, "READY=1") == 0)
+			s->ready++;
+	if (remove) {
+		for (guint i = s->store->len; i-- > 0;)
+			if (strcmp(g_array_index(s->store, StoredFd, i).name, name) == 0)
+				g_array_remove_index(s->store, i);
+	}
+	for (unsigned i = 0; i < n_fds; i++) {
+		if (store) {
+			StoredFd e = { g_strdup(name), fds[i] };
+
+			(void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+			g_array_append_val(s->store, e);
+		} else {
+			close(fds[i]);
+		}
+	}
+	g_cond_broadcast(&s->changed);
+	g_mutex_unlock(&s->lock);
+}
+
+static gpointer supervisor_thread(gpointer data)
+{
+	Supervisor *s = data;
+
+	while (!g_atomic_int_get(&s->stop)) {
+		struct pollfd p = { .fd = s->sock, .events = POLLIN };
+		char buf[4096], cbuf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+		struct iovec iov = { buf, sizeof(buf) - 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf) };
+		int fds[MAX_FDS_PER_MESSAGE];
+		unsigned n_fds = 0;
+		ssize_t n;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0)
+			continue;
+		buf[n] = '\0';
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) &&
+					   n_fds < MAX_FDS_PER_MESSAGE;
+			     k++)
+				memcpy(&fds[n_fds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+		}
+		supervisor_handle(s, buf, fds, n_fds);
+	}
+	return NULL;
+}
+
+Supervisor *supervisor_new(Fabric *f)
+{
+	Supervisor *s = g_new0(Supervisor, 1);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	s->path = g_strdup_printf("%s/notify-%p", f->dir, (void *)s);
+	s->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	g_assert_cmpint(s->sock, >=, 0);
+	g_assert_cmpuint(strlen(s->path), <, sizeof(sa.sun_path));
+	strcpy(sa.sun_path, s->path);
+	g_assert_cmpint(bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+	g_mutex_init(&s->lock);
+	g_cond_init(&s->changed);
+	s->store = g_array_new(FALSE, FALSE, sizeof(StoredFd));
+	g_array_set_clear_func(s->store, stored_fd_clear);
+	s->thread = g_thread_new("supervisor", supervisor_thread, s);
+	return s;
+}
+
+void supervisor_free(Supervisor *s)
+{
+	if (!s)
+		return;
+	g_atomic_int_set(&s->stop, 1);
+	g_thread_join(s->thread);
+	g_array_unref(s->store);
+	close(s->sock);
+	unlink(s->path);
+	g_mutex_clear(&s->lock);
+	g_cond_clear(&s->changed);
+	g_free(s->path);
+	g_free(s);
+}
+
+const char *supervisor_notify_path(const Supervisor *s)
+{
+	return s->path;
+}
+
+unsigned supervisor_ready_count(Supervisor *s)
+{
+	unsigned n;
+
+	g_mutex_lock(&s->lock);
+	n = s->ready;
+	g_mutex_unlock(&s->lock);
+	return n;
+}
+
+bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+	bool ok;
+
+	g_mutex_lock(&s->lock);
+	while (s->ready <= after && g_cond_wait_until(&s->changed, &s->lock, end))
+		;
+	ok = s->ready > after;
+	g_mutex_unlock(&s->lock);
+	return ok;
+}
+
+unsigned supervisor_stored(Supervisor *s, const char *prefix)
+{
+	unsigned n = 0;
+
+	g_mutex_lock(&s->lock);
+	for (guint i = 0; i < s->store->len; i++)
+		if (g_str_has_prefix(g_array_index(s->store, StoredFd, i).name, prefix))
+			n++;
+	g_mutex_unlock(&s->lock);
+	return n;
+}
+
+int supervisor_stored_fd(Supervisor *s, const char *name)
+{
+	int fd = -1;
+
+	g_mutex_lock(&s->lock);
+	for (guint i = 0; i < s->store->len && fd < 0; i++)
+		if (strcmp(g_array_index(s->store, StoredFd, i).name, name) == 0)
+			fd = g_array_index(s->store, StoredFd, i).fd;
+	g_mutex_unlock(&s->lock);
+	return fd;
+}
+
+void supervisor_clear(Supervisor *s)
+{
+	g_mutex_lock(&s->lock);
+	g_array_set_size(s->store, 0);
+	g_mutex_unlock(&s->lock);
+}
+
+GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
+{
+	g_autoptr(GPtrArray) env = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GString) names = g_string_new(NULL);
+	g_autofree int *fds = NULL;
+	char listen_pid[32] = "LISTEN_PID=";
+	unsigned n;
+	pid_t pid;
+
+	g_mutex_lock(&s->lock);
+	n = s->store->len;
+	fds = g_new(int, MAX(n, 1u));
+	for (unsigned i = 0; i < n; i++) {
+		const StoredFd *e = &g_array_index(s->store, StoredFd, i);
+
+		/* Copies: the store keeps its own, as systemd's does. */
+		fds[i] = fcntl(e->fd, F_DUPFD_CLOEXEC, 3 + n + 16);
+		g_assert_cmpint(fds[i], >=, 0);
+		g_string_append_printf(names, "%s%s", i ? ":" : "", e->name);
+	}
+	g_mutex_unlock(&s->lock);
+	for (char **e = envp; *e; e++)
+		if (!g_str_has_prefix(*e, "LISTEN_") && !g_str_has_prefix(*e, "NOTIFY_SOCKET="))
+			g_ptr_array_add(env, g_strdup(*e));
+	g_ptr_array_add(env, g_strdup_printf("NOTIFY_SOCKET=%s", s->path));
+	if (n > 0) {
+		g_ptr_array_add(env, g_strdup_printf("LISTEN_FDS=%u", n));
+		g_ptr_array_add(env, g_strdup_printf("LISTEN_FDNAMES=%s", names->str));
+		g_ptr_array_add(env, NULL); /* LISTEN_PID, set in the child */
+	}
+	g_ptr_array_add(env, NULL);
+
+	pid = fork();
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0) {
+		/* Only async-signal-safe calls from here: the parent has threads. */
+		char digits[16];
+		int k = 0;
+		unsigned v = (unsigned)getpid();
+
+		do
+			digits[k++] = (char)('0' + v % 10);
+		while ((v /= 10) && k < 15);
+		for (size_t j = strlen(listen_pid); k > 0 && j < sizeof(listen_pid) - 1; j++)
+			listen_pid[j] = digits[--k];
+		if (n > 0)
+			env->pdata[env->len - 2] = listen_pid;
+		if (dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
+			_exit(126);
+		for (unsigned i = 0; i < n; i++)
+			if (dup2(fds[i], 3 + (int)i) < 0)
+				_exit(126);
+		execve(argv[0], argv, (char **)env->pdata);
+		_exit(127);
+	}
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+	return pid;
+}

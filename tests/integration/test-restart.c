@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of restarts: the daemon under a supervisor with an fd
+ * store, as systemd runs it, is stopped (SIGTERM, a planned hand-off) or
+ * killed (SIGKILL, a crash) in the middle of its clients' handshakes, and
+ * started again with what the store kept. Raw QEMU-protocol clients, which
+ * never reconnect and never register again, must finish every connection:
+ * no EOF, no misrouted or repeated MAD, no fd left behind. And a stop that
+ * clears the store still disconnects everyone.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glib.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define PAIRS 8 /* the two-hosts fabric has 8 client GIDs a side */
+#define ROUNDS 10
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Supervisor *sup;
+	Daemon *da, *db;
+	int q[PAIRS];	      /* raw QEMU clients on da */
+	uint8_t qgid[PAIRS][IB_GID_LEN];
+	Vm *b[PAIRS];	      /* their peers on db */
+	uint32_t tid;
+} Fixture;
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_msg m;
+
+	(void)data;
+	f->fabric = fabric_new("two-hosts");
+	f->sup = supervisor_new(f->fabric);
+	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
+	f->db = daemon_start(f->fabric, "simB", NULL);
+	for (int i = 0; i < PAIRS; i++) {
+		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
+		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
+		g_autofree char *name = g_strdup_printf("b%d", i);
+
+		gid_parse(qg, f->qgid[i]);
+		f->q[i] = raw_connect(f->da);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
+		f->b[i] = vm_new(f->db, bg, name);
+	}
+	f->tid = 0xa000;
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	for (int i = 0; i < PAIRS; i++) {
+		if (f->q[i] >= 0)
+			close(f->q[i]);
+		vm_free(f->b[i]);
+	}
+	daemon_free(f->da);
+	supervisor_free(f->sup);
+	hosts_free(f->fabric, NULL, f->db, NULL);
+}
+
+/* A MAD frame as QEMU sends it (its own GID in addr.gid). */
+static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
+{
+	struct rdmacm_mux_msg m;
+
+	raw_frame(&m, RDMACM_MUX_OP_CODE_MAD, own);
+	m.umad_len = 256;
+	m.umad.hdr.addr.qpn = htonl(1);
+	m.umad.hdr.addr.grh_present = 1;
+	m.umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m.umad.hdr.addr.gid, own, IB_GID_LEN);
+	memcpy(m.umad.mad, mad, 256);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+}
+
+/* The next frame a raw client gets is an inbound MAD @attr for @own. */
+static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
+			struct rdmacm_mux_msg *m)
+{
+	int e = raw_recv(fd, m, 5000);
+
+	/* -EPIPE here is the failure this test is about: the client lost
+	 * its connection to the daemon. */
+	g_assert_cmpint(e, ==, 0);
+	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
+	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
+}
+
+static unsigned open_fds(GPid pid)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
+	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+	unsigned n = 0;
+
+	g_assert_nonnull(dir);
+	while (g_dir_read_name(dir))
+		n++;
+	return n;
+}
+
+/* Stop or kill the daemon, and start it again from the store. */
+static void bounce(Fixture *f, int sig)
+{
+	if (sig == SIGKILL)
+		daemon_kill(f->da);
+	else
+		g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_restart(f->da);
+}
+
+/*
+ * Every connection q[i] -> b[i] goes REQ | restart | REP, RTU | restart |
+ * DREQ, DREP, with a restart at each "|": the sessions, the GIDs and the
+ * sockets all cross it.
+ */
+static void restart_during_handshakes(Fixture *f, int sig)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t mad[256];
+	uint32_t wq[PAIRS], wp[PAIRS];
+	unsigned fds_first = 0;
+
+	for (int round = 0; round < ROUNDS; round++) {
+		uint32_t base = 0x1000u * (uint32_t)(round + 1);
+
+		for (int i = 0; i < PAIRS; i++) {
+			mad_build_req(mad, base + (uint32_t)i, f->qgid[i], f->b[i]->gid, ++f->tid);
+			qemu_send(f->q[i], f->qgid[i], mad);
+			vm_expect(f->b[i], CM_REQ, &in);
+			g_assert_cmpmem(in.addr.gid, IB_GID_LEN, f->qgid[i], IB_GID_LEN);
+			wq[i] = mad_local(in.mad);
+		}
+		bounce(f, sig);
+		for (int i = 0; i < PAIRS; i++) {
+			mad_build(mad, CM_REP, 0x500u + (uint32_t)i, wq[i], ++f->tid);
+			g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
+			qemu_expect(f->q[i], f->qgid[i], CM_REP, &m);
+			/* The session crossed the restart: the REP carries the
+			 * client's own comm id, and only this client got it. */
+			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
+			wp[i] = mad_local(m.umad.mad);
+			mad_build(mad, CM_RTU, base + (uint32_t)i, wp[i], ++f->tid);
+			qemu_send(f->q[i], f->qgid[i], mad);
+			vm_expect(f->b[i], CM_RTU, &in);
+			g_assert_cmpuint(mad_remote(in.mad), ==, 0x500u + (uint32_t)i);
+		}
+		bounce(f, sig);
+		for (int i = 0; i < PAIRS; i++) {
+			mad_build(mad, CM_DREQ, 0x500u + (uint32_t)i, wq[i], ++f->tid);
+			g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
+			qemu_expect(f->q[i], f->qgid[i], CM_DREQ, &m);
+			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
+			mad_build(mad, CM_DREP, base + (uint32_t)i, wp[i], ++f->tid);
+			qemu_send(f->q[i], f->qgid[i], mad);
+			vm_expect(f->b[i], CM_DREP, &in);
+		}
+		/* Nothing is left behind: one stored socket per client, and the
+		 * daemon's fd count does not grow from round to round. */
+		g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
+		if (round == 0)
+			fds_first = open_fds(f->da->pid);
+		else
+			g_assert_cmpuint(open_fds(f->da->pid), ==, fds_first);
+	}
+	/* No MAD came twice, and none went astray. */
+	for (int i = 0; i < PAIRS; i++) {
+		g_assert_cmpint(raw_recv(f->q[i], &m, i == 0 ? 200 : 0), ==, -ETIMEDOUT);
+		vm_expect_nothing(f->b[i], i == 0 ? 200 : 1);
+	}
+}
+
+static void test_sigterm_handoff(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	restart_during_handshakes(f, SIGTERM);
+}
+
+static void test_sigkill_restart(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	restart_during_handshakes(f, SIGKILL);
+}
+
+/* A stop that clears the store (systemctl stop) still disconnects. */
+static void test_stop_means_stop(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_msg m;
+	(void)data;
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	/* Held by the store, the clients still see no EOF... */
+	g_assert_cmpint(raw_recv(f->q[0], &m, 100), ==, -ETIMEDOUT);
+	/* ...until the store goes. */
+	supervisor_clear(f->sup);
+	for (int i = 0; i < PAIRS; i++)
+		g_assert_cmpint(raw_recv(f->q[i], &m, 2000), ==, -EPIPE);
+}
+
+/*
+ * A state of another format version is refused with a log line, and the
+ * daemon starts clean: its clients see EOF (and can register anew) rather
+ * than being served with state it does not understand.
+ */
+static void test_other_version_refused(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_msg m;
+	uint32_t version = 0x7fff;
+	g_autofree char *out = NULL;
+	int fd;
+	(void)data;
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	fd = supervisor_stored_fd(f->sup, "state");
+	g_assert_cmpint(fd, >=, 0);
+	g_assert_cmpint(pwrite(fd, &version, sizeof(version), 8), ==, (ssize_t)sizeof(version));
+	daemon_restart(f->da);
+	for (int i = 0; i < PAIRS; i++)
+		g_assert_cmpint(raw_recv(f->q[i], &m, 2000), ==, -EPIPE);
+	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, 0);
+	out = daemon_output(f->da);
+	g_assert_nonnull(strstr(out, "this daemon reads version"));
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add("/restart/sigterm-handoff", Fixture, NULL, fixture_setup, test_sigterm_handoff,
+		   fixture_teardown);
+	g_test_add("/restart/sigkill-restart", Fixture, NULL, fixture_setup, test_sigkill_restart,
+		   fixture_teardown);
+	g_test_add("/restart/stop-means-stop", Fixture, NULL, fixture_setup, test_stop_means_stop,
+		   fixture_teardown);
+	g_test_add("/restart/other-version-refused", Fixture, NULL, fixture_setup,
+		   test_other_version_refused, fixture_teardown);
+	return g_test_run();
+}
