@@ -242,6 +242,7 @@ static void answer_status(Control *ctl, GString *out, bool json)
 		json_u64(&j, "pid", (uint64_t)getpid());
 		json_string(&j, "version", PACKAGE_VERSION);
 		json_u64(&j, "uptime_ms", uptime_ms);
+		json_u64(&j, "generation", ctl->cfg.generation);
 		json_u64(&j, "clients", relay_client_count(ctl->relay));
 		json_u64(&j, "gids", relay_gid_count(ctl->relay));
 		json_u64(&j, "sessions", relay_session_count(ctl->relay));

@@ -51,6 +51,7 @@ typedef struct ControlConfig {
 	const char *socket_path;  /* the main socket, shown by status */
 	const char *control_path; /* this socket, shown by status */
 	uint64_t started_usec;	  /* monotonic start of the daemon, for uptime */
+	unsigned generation;	  /* re-executions (SIGHUP) behind this process image */
 	uint32_t max_connections;
 	size_t max_answer;
 	size_t max_trace_buffer;

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -74,6 +75,8 @@ typedef struct Options {
 	char *trace_pcap;
 	char *log_level;
 	gboolean version;
+	char *exe;   /* this binary's path, for a re-execution */
+	char **argv; /* the command line as given */
 } Options;
 
 typedef struct Daemon {
@@ -84,6 +87,8 @@ typedef struct Daemon {
 	char *control_path;
 	bool control_bound;
 	int control_fd; /* until control_new() takes it */
+	int control_copy; /* a copy of it, for a re-execution */
+	unsigned generation; /* re-executions behind this image */
 	Control *control;
 	PcapWriter *pcap;
 	sd_event *event;
@@ -107,6 +112,8 @@ static void options_clear(Options *o)
 	g_strfreev(o->allow_gids);
 	g_free(o->trace_pcap);
 	g_free(o->log_level);
+	g_free(o->exe);
+	g_strfreev(o->argv);
 }
 
 static int parse_options(int argc, char **argv, Options *o)
@@ -343,7 +350,9 @@ static void handoff_setup(Daemon *d)
 			g_hash_table_insert(clients, GUINT_TO_POINTER(id), value);
 	}
 	g_hash_table_remove_all(d->stored);
-	if (!fd_store_enabled()) {
+	/* Without a store, a predecessor's state still counts: it came from a
+	 * re-execution (SIGHUP). */
+	if (!fd_store_enabled() && state_fd < 0) {
 		/* Passed, but nobody would keep them from now on. */
 		GHashTableIter ci;
 
@@ -357,6 +366,92 @@ static void handoff_setup(Daemon *d)
 		return;
 	}
 	(void)relay_handoff_start(d->relay, state_fd, sessions_fd, clients);
+}
+
+typedef struct ReexecFds {
+	GPtrArray *names;
+	GArray *fds;
+} ReexecFds;
+
+static void reexec_add(void *userdata, const char *name, int fd)
+{
+	ReexecFds *x = userdata;
+
+	g_ptr_array_add(x->names, g_strdup(name));
+	g_array_append_val(x->fds, fd);
+}
+
+/* The highest fd this process has open. */
+static int highest_fd(void)
+{
+	g_autoptr(GDir) dir = g_dir_open("/proc/self/fd", 0, NULL);
+	const char *e;
+	int max = 2;
+
+	while (dir && (e = g_dir_read_name(dir)))
+		max = MAX(max, atoi(e));
+	return max;
+}
+
+/*
+ * SIGHUP: execute the daemon's binary again (an upgrade takes effect) in
+ * this process, handing the sockets, the clients and the state over as
+ * socket activation would. For hosts without systemd's fd store; under
+ * systemd it works the same. Returns only if it could not.
+ */
+static void daemon_reexec(Daemon *d)
+{
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
+	ReexecFds x = { names, fds };
+	g_autofree char *joined = NULL;
+	char buf[32];
+	int base;
+
+	if (!d->opt.exe || access(d->opt.exe, X_OK) < 0) {
+		log_error("cannot re-execute %s: %s; going on as we are",
+			  d->opt.exe ? d->opt.exe : "the daemon", strerror(errno));
+		return;
+	}
+	relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
+	reexec_add(&x, "main", d->listen_fd);
+	if (d->control_copy >= 0)
+		reexec_add(&x, "control", d->control_copy);
+	relay_handoff_export(d->relay, reexec_add, &x);
+	g_ptr_array_add(names, NULL);
+	joined = g_strjoinv(":", (char **)names->pdata);
+	log_info("re-executing %s with %u fds (the sockets, %s)", d->opt.exe, fds->len,
+		 fds->len > 1 ? "the clients and their state" : "no client");
+	(void)sd_notify(0, "RELOADING=1");
+	/* Out of the way of fds 3..: copies above everything open. */
+	base = highest_fd() + 1;
+	for (guint i = 0; i < fds->len; i++)
+		if (fcntl(g_array_index(fds, int, i), F_DUPFD_CLOEXEC, base + (int)i) < 0) {
+			log_error("cannot re-execute: %s; going on as we are", strerror(errno));
+			return;
+		}
+	snprintf(buf, sizeof(buf), "%d", (int)getpid());
+	setenv("LISTEN_PID", buf, 1);
+	snprintf(buf, sizeof(buf), "%u", fds->len);
+	setenv("LISTEN_FDS", buf, 1);
+	setenv("LISTEN_FDNAMES", joined, 1);
+	snprintf(buf, sizeof(buf), "%u", d->generation + 1);
+	setenv("RDMACM_MUX_GENERATION", buf, 1);
+	/* From here the fds 3.. are the successor's: no way back. */
+	for (guint i = 0; i < fds->len; i++)
+		(void)dup2(base + (int)i, 3 + (int)i);
+	execv(d->opt.exe, d->opt.argv);
+	log_error("cannot re-execute %s: %s; exiting (a restart takes the clients over)", d->opt.exe,
+		  strerror(errno));
+	_exit(EXIT_FAILURE);
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	(void)s;
+	(void)si;
+	daemon_reexec(userdata);
+	return 0;
 }
 
 /* SIGTERM: with the fd store, what is queued goes out and the successor
@@ -434,6 +529,8 @@ static void daemon_clear(Daemon *d)
 		close(d->listen_fd);
 	if (d->control_fd >= 0)
 		close(d->control_fd);
+	if (d->control_copy >= 0)
+		close(d->control_copy);
 	/* Handing off, the sockets stay for the successor (the fd store
 	 * holds them, bound). */
 	if (d->socket_bound && !d->handing_off)
@@ -559,6 +656,8 @@ static int run(Daemon *d)
 		ControlConfig ccfg;
 
 		control_config_init(&ccfg, d->socket_path, d->control_path);
+		ccfg.generation = d->generation;
+		d->control_copy = fcntl(d->control_fd, F_DUPFD_CLOEXEC, 3);
 		r = control_new(d->event, d->relay, fd_steal(&d->control_fd), &ccfg, &d->control);
 		if (r < 0)
 			log_warning("running without the control socket: %s", strerror(-r));
@@ -574,6 +673,8 @@ static int run(Daemon *d)
 		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
 	if (r >= 0)
 		r = sd_event_add_signal(d->event, NULL, SIGUSR1, on_sigusr1, d);
+	if (r >= 0)
+		r = sd_event_add_signal(d->event, NULL, SIGHUP, on_sighup, d);
 	if (r >= 0) {
 		(void)sd_event_now(d->event, CLOCK_MONOTONIC, &now);
 		r = sd_event_add_time(d->event, &d->status_timer, CLOCK_MONOTONIC,
@@ -614,10 +715,18 @@ static int run(Daemon *d)
 
 int main(int argc, char **argv)
 {
-	Daemon d = { .listen_fd = -1, .control_fd = -1 };
+	Daemon d = { .listen_fd = -1, .control_fd = -1, .control_copy = -1 };
 	sigset_t mask;
 	int level = LOG_INFO, rc;
 
+	/* Before the options parser takes its arguments out. */
+	d.opt.argv = g_strdupv(argv);
+	d.opt.exe = g_file_read_link("/proc/self/exe", NULL);
+	/* Set by a re-execution for the next image, and only for it. */
+	if (getenv("RDMACM_MUX_GENERATION")) {
+		d.generation = (unsigned)strtoul(getenv("RDMACM_MUX_GENERATION"), NULL, 10);
+		unsetenv("RDMACM_MUX_GENERATION");
+	}
 	if (parse_options(argc, argv, &d.opt) < 0) {
 		options_clear(&d.opt);
 		return EXIT_USAGE;
@@ -660,6 +769,7 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	raise_fd_limit();
 	clamp_max_clients(&d.opt);

@@ -297,3 +297,52 @@ void relay_handoff_prepare(Relay *r, unsigned timeout_ms)
 	}
 	g_ptr_array_free(cut, TRUE);
 }
+
+/* ---- re-execution ---- */
+
+void relay_handoff_export(Relay *r, RelayHandoffFdFn fn, void *userdata)
+{
+	GHashTableIter it;
+	gpointer value;
+	char name[32];
+
+	if (!r->handoff) {
+		/* Nothing kept so far (no fd store): write it all down now. */
+		int fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
+
+		if (handoff_state_new(r->port->dev, r->port->port, r->cfg.max_clients,
+				      r->cfg.max_gids, sizeof(RelayCounters), &r->handoff) < 0 ||
+		    fd < 0 || session_table_save(r->sessions, fd) < 0) {
+			log_warning("cannot write the state down for the new process: it starts "
+				    "without the clients' GIDs and sessions");
+			if (fd >= 0)
+				close(fd);
+		} else {
+			r->sessions_fd = fd;
+			memcpy(handoff_state_counters(r->handoff), r->counters,
+			       sizeof(RelayCounters));
+			g_hash_table_iter_init(&it, r->clients);
+			while (g_hash_table_iter_next(&it, NULL, &value)) {
+				RelayClient *c = value;
+
+				if (c->conn.fd < 0)
+					continue;
+				c->handoff_slot = handoff_state_claim(r->handoff, c->id);
+				if (c->hello_done)
+					relay_handoff_client_hello(r, c);
+				relay_handoff_sync_gids(r, c);
+			}
+		}
+	}
+	if (r->handoff && r->sessions_fd >= 0) {
+		fn(userdata, FD_STORE_STATE, handoff_state_fd(r->handoff));
+		fn(userdata, FD_STORE_SESSIONS, r->sessions_fd);
+	}
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		RelayClient *c = value;
+
+		if (c->conn.fd >= 0 && c->handoff_slot >= 0)
+			fn(userdata, fd_store_client_name(c->id, name), c->conn.fd);
+	}
+}

@@ -34,4 +34,14 @@ int relay_handoff_start(Relay *r, int state_fd, int sessions_fd, GHashTable *cli
  */
 void relay_handoff_prepare(Relay *r, unsigned timeout_ms);
 
+/* Called for each fd a successor needs, with its name. */
+typedef void (*RelayHandoffFdFn)(void *userdata, const char *name, int fd);
+
+/**
+ * relay_handoff_export() - the fds a new process needs to take over (the
+ * state, the sessions, every client socket), for a re-execution. Without
+ * a state kept so far (no fd store), it is written down now.
+ */
+void relay_handoff_export(Relay *r, RelayHandoffFdFn fn, void *userdata);
+
 #endif

@@ -3,6 +3,7 @@
  * Owns taking over the session table a predecessor kept in a memfd
  * (nothing in it trusted) and the table's consistency check.
  */
+#include <errno.h>
 #include <glib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,3 +232,30 @@ const char *session_table_check(const SessionTable *t)
 	return NULL;
 }
 
+
+int session_table_save(const SessionTable *t, int fd)
+{
+	SessionFileHeader h = { .version = SESSION_FILE_VERSION,
+				.session_size = sizeof(Session),
+				.capacity = MAX(t->capacity, INITIAL_CAPACITY),
+				.used = t->used };
+	size_t bytes = (size_t)t->used * sizeof(Session);
+	const uint8_t *p = (const uint8_t *)t->slots;
+	off_t off = SESSION_FILE_HEADER;
+
+	memcpy(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic));
+	if (ftruncate(fd, 0) < 0 ||
+	    ftruncate(fd, (off_t)(SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session))) < 0 ||
+	    pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return -errno;
+	while (bytes > 0) {
+		ssize_t n = pwrite(fd, p, bytes, off);
+
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += n;
+		bytes -= (size_t)n;
+	}
+	return 0;
+}

@@ -133,6 +133,12 @@ int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd
 int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
 			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
 			SessionTable **ret);
+/**
+ * session_table_save() - write @t to @fd in the layout session_table_adopt()
+ * reads: for a successor of a table that was not kept in a memfd.
+ * Return: 0 or a negative errno.
+ */
+int session_table_save(const SessionTable *t, int fd);
 void session_table_free(SessionTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SessionTable, session_table_free)
 

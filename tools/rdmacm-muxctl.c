@@ -34,6 +34,8 @@ static void usage(FILE *f)
 		"  sessions   every CM session: comm ids (client, wire, peer), GIDs, state, timer\n"
 		"  counters   every relay counter\n"
 		"  trace      every CM MAD the daemon relays or refuses, live, until interrupted\n"
+		"  restart    have the daemon execute its binary again (an upgrade takes effect),\n"
+		"             keeping every client, GID and session (root; also SIGHUP)\n"
 		"\n"
 		"Options:\n"
 		"  -d, --device DEV      the daemon's RDMA device\n"
@@ -97,7 +99,8 @@ static const char *connect_hint(int err)
 	}
 }
 
-static int ctl_connect(const char *path)
+/* Connect to the control socket; @quiet: no message when that fails. */
+static int ctl_connect_as(const char *path, bool quiet)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -115,12 +118,18 @@ static int ctl_connect(const char *path)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int err = errno;
 
-		fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s%s\n", path, strerror(err),
-			connect_hint(err));
+		if (!quiet)
+			fprintf(stderr, "rdmacm-muxctl: cannot connect to %s: %s%s\n", path,
+				strerror(err), connect_hint(err));
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int ctl_connect(const char *path)
+{
+	return ctl_connect_as(path, false);
 }
 
 static int write_all(int fd, const char *p, size_t len)
@@ -184,6 +193,68 @@ static int copy_answer(int fd, const char *path)
 	return is_error ? 1 : 0;
 }
 
+/* Ask @fd for its status (JSON) and read two numbers from it; -1 for a
+ * field that is not there. */
+static int status_numbers(int fd, long *pid, long *generation)
+{
+	char buf[8192];
+	size_t got = 0;
+	const char *p;
+
+	if (write_all(fd, "status json\n", strlen("status json\n")) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (got += (size_t)n) == sizeof(buf) - 1)
+			break;
+	}
+	buf[got] = '\0';
+	p = strstr(buf, "\"pid\":");
+	*pid = p ? strtol(p + strlen("\"pid\":"), NULL, 10) : -1;
+	p = strstr(buf, "\"generation\":");
+	*generation = p ? strtol(p + strlen("\"generation\":"), NULL, 10) : -1;
+	return 0;
+}
+
+/*
+ * restart: SIGHUP to the daemon's pid (from its status), then wait until
+ * the new image answers (its generation is one more).
+ */
+static int restart_daemon(int fd, const char *path)
+{
+	long pid, gen, pid2, gen2;
+
+	if (status_numbers(fd, &pid, &gen) < 0 || pid <= 1 || gen < 0) {
+		fprintf(stderr, "rdmacm-muxctl: %s did not say its pid\n", path);
+		return 1;
+	}
+	if (kill((pid_t)pid, SIGHUP) < 0) {
+		fprintf(stderr, "rdmacm-muxctl: cannot signal rdmacm-mux (pid %ld): %s%s\n", pid,
+			strerror(errno), errno == EPERM ? " (run as root)" : "");
+		return 1;
+	}
+	for (int i = 0; i < 100; i++) {
+		int c;
+
+		usleep(50000);
+		c = ctl_connect_as(path, true);
+		if (c < 0)
+			continue;
+		if (status_numbers(c, &pid2, &gen2) == 0 && pid2 == pid && gen2 > gen) {
+			close(c);
+			printf("rdmacm-mux (pid %ld) is running its binary again, with its clients\n",
+			       pid);
+			return 0;
+		}
+		close(c);
+	}
+	fprintf(stderr, "rdmacm-muxctl: rdmacm-mux (pid %ld) did not come back on %s\n", pid, path);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -196,7 +267,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const commands[] = { "status", "clients", "sessions", "counters",
-						 "trace" };
+						 "trace", "restart" };
 	const char *device = NULL, *prefix = RDMACM_MUX_SOCKET_PREFIX, *socket_opt = NULL;
 	const char *command = NULL;
 	char *path = NULL, *line = NULL;
@@ -251,7 +322,7 @@ int main(int argc, char **argv)
 		known |= strcmp(command, commands[i]) == 0;
 	if (!known) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s' (status, clients, sessions, "
-				"counters, trace)\n", command);
+				"counters, trace, restart)\n", command);
 		return 2;
 	}
 	if (socket_opt && device) {
@@ -279,7 +350,9 @@ int main(int argc, char **argv)
 		free(path);
 		return 1;
 	}
-	if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0 ||
+	if (strcmp(command, "restart") == 0)
+		rc = restart_daemon(fd, path);
+	else if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0 ||
 	    write_all(fd, line, strlen(line)) < 0) {
 		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(errno));
 		rc = 1;

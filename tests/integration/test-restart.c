@@ -3,7 +3,8 @@
  * Integration tests of restarts: the daemon under a supervisor with an fd
  * store, as systemd runs it, is stopped (SIGTERM, a planned hand-off) or
  * killed (SIGKILL, a crash) in the middle of its clients' handshakes, and
- * started again with what the store kept. Raw QEMU-protocol clients, which
+ * started again with what the store kept; or, without a supervisor, told
+ * to execute itself again (SIGHUP). Raw QEMU-protocol clients, which
  * never reconnect and never register again, must finish every connection:
  * no EOF, no misrouted or repeated MAD, no fd left behind. And a stop that
  * clears the store still disconnects everyone.
@@ -28,16 +29,21 @@ typedef struct Fixture {
 	uint8_t qgid[PAIRS][IB_GID_LEN];
 	Vm *b[PAIRS];	      /* their peers on db */
 	uint32_t tid;
+	unsigned sighups;
 } Fixture;
 
+/* @data non-NULL: no supervisor (a host without systemd). */
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	struct rdmacm_mux_msg m;
 
-	(void)data;
 	f->fabric = fabric_new("two-hosts");
-	f->sup = supervisor_new(f->fabric);
-	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
+	if (!data) {
+		f->sup = supervisor_new(f->fabric);
+		f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
+	} else {
+		f->da = daemon_start(f->fabric, "simA", NULL);
+	}
 	f->db = daemon_start(f->fabric, "simB", NULL);
 	for (int i = 0; i < PAIRS; i++) {
 		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
@@ -62,7 +68,8 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 		vm_free(f->b[i]);
 	}
 	daemon_free(f->da);
-	supervisor_free(f->sup);
+	if (f->sup)
+		supervisor_free(f->sup);
 	hosts_free(f->fabric, NULL, f->db, NULL);
 }
 
@@ -108,9 +115,48 @@ static unsigned open_fds(GPid pid)
 	return n;
 }
 
-/* Stop or kill the daemon, and start it again from the store. */
+static unsigned count_in_output(const Daemon *d, const char *needle)
+{
+	g_autofree char *out = daemon_output(d);
+	unsigned n = 0;
+
+	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Stop or kill the daemon, and start it again from the store; or have it
+ * execute itself again (SIGHUP). */
 static void bounce(Fixture *f, int sig)
 {
+	if (sig == SIGHUP) {
+		unsigned before = count_in_output(f->da, "serving simA port 1");
+		GPid pid = f->da->pid;
+		int i;
+
+		/* Every other time through the admin tool, as an operator would. */
+		if (++f->sighups % 2) {
+			g_autofree char *ctl = g_strdup_printf("%s.ctl", f->da->socket);
+			g_autofree char *out = NULL;
+			const char *argv[] = { harness_env_bin("RDMACM_MUXCTL_BIN"), "--socket", ctl,
+					       "restart", NULL };
+			int status;
+
+			g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+						   &out, NULL, &status, NULL));
+			g_assert_cmpint(status, ==, 0);
+			g_assert_nonnull(strstr(out, "running its binary again"));
+		} else {
+			g_assert_cmpint(kill(pid, SIGHUP), ==, 0);
+		}
+		for (i = 0; i < 500 && count_in_output(f->da, "serving simA port 1") == before; i++)
+			g_usleep(10000);
+		g_assert_cmpint(i, <, 500);
+		/* The same process, a new image. */
+		g_assert_cmpint(f->da->pid, ==, pid);
+		g_assert_cmpint(kill(pid, 0), ==, 0);
+		return;
+	}
 	if (sig == SIGKILL)
 		daemon_kill(f->da);
 	else
@@ -167,7 +213,8 @@ static void restart_during_handshakes(Fixture *f, int sig)
 		}
 		/* Nothing is left behind: one stored socket per client, and the
 		 * daemon's fd count does not grow from round to round. */
-		g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
+		if (f->sup)
+			g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
 		if (round == 0)
 			fds_first = open_fds(f->da->pid);
 		else
@@ -190,6 +237,14 @@ static void test_sigkill_restart(Fixture *f, gconstpointer data)
 {
 	(void)data;
 	restart_during_handshakes(f, SIGKILL);
+}
+
+/* Without systemd: SIGHUP (rdmacm-muxctl restart) executes the binary
+ * again in the same process, with the same guarantee. */
+static void test_sighup_reexec(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	restart_during_handshakes(f, SIGHUP);
 }
 
 /* A stop that clears the store (systemctl stop) still disconnects. */
@@ -239,6 +294,8 @@ int main(int argc, char **argv)
 		   fixture_teardown);
 	g_test_add("/restart/sigkill-restart", Fixture, NULL, fixture_setup, test_sigkill_restart,
 		   fixture_teardown);
+	g_test_add("/restart/sighup-reexec", Fixture, "no supervisor", fixture_setup,
+		   test_sighup_reexec, fixture_teardown);
 	g_test_add("/restart/stop-means-stop", Fixture, NULL, fixture_setup, test_stop_means_stop,
 		   fixture_teardown);
 	g_test_add("/restart/other-version-refused", Fixture, NULL, fixture_setup,

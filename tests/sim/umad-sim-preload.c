@@ -109,6 +109,9 @@ static struct {
 	unsigned nroutes, evict;
 	uint64_t next_owner;
 	unsigned fifo_seq;
+	/* Tells this process image's FIFOs from those of the image before an
+	 * exec() (same pid, same sequence). */
+	uint32_t image;
 	uint32_t next_serial;
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -514,8 +517,10 @@ static int make_fifo_fd(struct simfd *s)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	g_snprintf(s->fifo_name, sizeof(s->fifo_name), "%s.%d.%d.%u", s->ca, s->port,
-		   (int)getpid(), ++S.fifo_seq);
+	if (!S.image)
+		S.image = g_random_int() | 1;
+	g_snprintf(s->fifo_name, sizeof(s->fifo_name), "%s.%d.%d.%08x.%u", s->ca, s->port,
+		   (int)getpid(), S.image, ++S.fifo_seq);
 	if ((size_t)g_snprintf(s->fifo_path, sizeof(s->fifo_path), "%s/sock/%s", S.dir,
 			       s->fifo_name) >= sizeof(s->fifo_path))
 		return -ENAMETOOLONG;
@@ -656,6 +661,21 @@ static bool rmpp_class(unsigned c)
 	return c == 0x03 || c == 0x06 || c == 0x10 || c == 0x12 || (c >= 0x30 && c <= 0x4f);
 }
 
+/*
+ * An entry of this pid that none of this process's fds made is left from
+ * before an exec(): the kernel closed that umad fd (O_CLOEXEC) and freed
+ * its agent, and so do we.
+ */
+static bool left_by_exec(const struct sim_reg *r)
+{
+	if (r->pid != getpid())
+		return false;
+	for (int i = 0; i < S.nfds; i++)
+		if (S.fds[i] && strcmp(S.fds[i]->fifo_name, r->fifo) == 0)
+			return false;
+	return true;
+}
+
 /* Creates @path holding @tmp's content, unless a live agent holds it already. */
 static int claim(const char *tmp, const char *path)
 {
@@ -667,7 +687,7 @@ static int claim(const char *tmp, const char *path)
 		if (errno != EEXIST)
 			return -errno;
 		/* The holder may have died without unregistering: reclaim its entry. */
-		if (sim_reg_read(path, &r) == 0 && !sim_reg_is_stale(&r))
+		if (sim_reg_read(path, &r) == 0 && !sim_reg_is_stale(&r) && !left_by_exec(&r))
 			return -EINVAL;
 		unlink(path);
 	}

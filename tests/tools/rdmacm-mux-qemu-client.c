@@ -17,7 +17,9 @@
  *     wrong GID and the peer would see it).
  *
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] connect DEST_GID [-c N] [--service SID]
+ *                          [--hold MS]   (established this long before DREQ)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] serve [-c N] [-t SECS]
+ *                          [--rep-delay MS]   (a new REQ waits this long)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] sidr DEST_IPV4 [--service SID]
  *
  * The output lines follow examples/rdmacm-mux-pingpong.c, so that the same
@@ -69,6 +71,8 @@ struct qclient {
 	uint32_t tid;
 	struct answered answered[MAX_ANSWERED];
 	unsigned n_answered;
+	unsigned hold_ms;      /* connect: established this long before DREQ */
+	unsigned rep_delay_ms; /* serve: a new REQ waits this long for its REP */
 };
 
 static const char *gid_str(const uint8_t gid[IB_GID_LEN])
@@ -388,6 +392,8 @@ static int do_connect(struct qclient *q, const uint8_t dest[IB_GID_LEN], uint64_
 		return r;
 	printf("[%s] connection %u established with %s (their comm id 0x%08x)\n", q->name, local,
 	       gid_str(dest), remote);
+	if (q->hold_ms)
+		usleep(q->hold_ms * 1000u);
 
 	mad_init(q, mad, CM_DREQ);
 	mad_set_local(mad, local);
@@ -431,6 +437,17 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
 	return 0;
 }
 
+/* The REQ of (@peer_gid, @peer_id) as answered before, or NULL. */
+static struct answered *find_answered(struct qclient *q, const uint8_t peer_gid[IB_GID_LEN],
+				      uint32_t peer_id)
+{
+	for (unsigned i = 0; i < q->n_answered && i < MAX_ANSWERED; i++)
+		if (q->answered[i].peer_id == peer_id &&
+		    memcmp(q->answered[i].peer_gid, peer_gid, IB_GID_LEN) == 0)
+			return &q->answered[i];
+	return NULL;
+}
+
 /*
  * Our comm id for the REQ of (@peer_gid, @peer_id): a new one, or the one we
  * answered it with before, so that a retransmitted REQ (the peer missed
@@ -438,15 +455,12 @@ static int do_sidr(struct qclient *q, const uint8_t dest_ip[4], uint64_t service
  */
 static uint32_t answer_id(struct qclient *q, const uint8_t peer_gid[IB_GID_LEN], uint32_t peer_id)
 {
-	struct answered *a;
+	struct answered *a = find_answered(q, peer_gid, peer_id);
 
-	for (unsigned i = 0; i < q->n_answered && i < MAX_ANSWERED; i++) {
-		a = &q->answered[i];
-		if (a->peer_id == peer_id && memcmp(a->peer_gid, peer_gid, IB_GID_LEN) == 0) {
-			printf("[%s] REQ 0x%08x again: answering with comm 0x%08x again\n", q->name,
-			       peer_id, a->our_id);
-			return a->our_id;
-		}
+	if (a) {
+		printf("[%s] REQ 0x%08x again: answering with comm 0x%08x again\n", q->name,
+		       peer_id, a->our_id);
+		return a->our_id;
 	}
 	a = &q->answered[q->n_answered++ % MAX_ANSWERED];
 	memcpy(a->peer_gid, peer_gid, IB_GID_LEN);
@@ -476,6 +490,10 @@ static int do_serve(struct qclient *q, int count, int timeout_s)
 		peer = mad_local(im);
 		switch (mad_attr(im)) {
 		case CM_REQ:
+			/* A REQ not seen before waits (a slow peer): the
+			 * session stays half-open that long. */
+			if (q->rep_delay_ms && !find_answered(q, in.umad.hdr.addr.gid, peer))
+				usleep(q->rep_delay_ms * 1000u);
 			mad_init(q, mad, CM_REP);
 			mad_set_tid(mad, mad_tid(im)); /* a reply copies the TID */
 			mad_set_local(mad, answer_id(q, in.umad.hdr.addr.gid, peer));
@@ -541,8 +559,8 @@ static int connect_socket(const char *path)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID]\n"
-		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS]\n"
+		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS]\n"
+		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS] [--rep-delay MS]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] sidr DEST_IPV4 [--service SID]\n");
 }
 
@@ -556,6 +574,8 @@ int main(int argc, char **argv)
 		{ "service", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "gid-index", required_argument, NULL, 'i' },
+		{ "hold", required_argument, NULL, 'H' },
+		{ "rep-delay", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -574,6 +594,8 @@ int main(int argc, char **argv)
 		case 's': service = strtoull(optarg, NULL, 0); break;
 		case 't': timeout_s = atoi(optarg); break;
 		case 'i': q.gid_index = (uint8_t)atoi(optarg); break;
+		case 'H': q.hold_ms = (unsigned)atoi(optarg); break;
+		case 'D': q.rep_delay_ms = (unsigned)atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -18,7 +18,7 @@ B=/opt/vmsd/bin
 IP=/usr/sbin/ip
 UNIT=rdmacm-mux.service
 SOCK0=/run/rdmacm-mux-rxe0-1
-G11=::ffff:10.0.1.1 G12=::ffff:10.0.1.2 G21=::ffff:10.0.2.1
+G11=::ffff:10.0.1.1 G12=::ffff:10.0.1.2 G21=::ffff:10.0.2.1 G22=::ffff:10.0.2.2
 # A GID that no port has: a client may register it (the default policy),
 # and the daemon refuses to send from it (no-port-gid).
 GX=::ffff:10.0.1.9
@@ -259,6 +259,8 @@ main_mode() {
 		check "$u: exposure below 3.0 (the host-side gate's threshold)" exposure_below "$sec" 3.0
 	done
 
+	restarts
+
 	echo "=== stop"
 	systemd-analyze log-level debug
 	systemctl stop $UNIT
@@ -289,6 +291,65 @@ main_mode() {
 
 	info "failed units: $(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ')"
 	check "no rdmacm-mux unit failed" eval '! systemctl list-units --failed --plain --no-legend | grep -q rdmacm-mux'
+}
+
+# A restart (systemctl restart) and a crash (kill -9, then Restart=) of the
+# plain unit while raw QEMU-protocol clients, which never reconnect, hold an
+# established session and a half-open one (the peer answers its REQ 3 s
+# late): both finish through the new process, and nobody sees EOF.
+restarts() {
+	local how qs_pid qe_pid qh_pid old new rc n=0
+
+	echo "=== restarts: clients, GIDs and sessions cross them"
+	# A crash restarts after RestartSec= (5 s); 1 s keeps the test short.
+	mkdir -p /run/systemd/system/$UNIT.d
+	printf '[Service]\nRestartSec=1s\n' >/run/systemd/system/$UNIT.d/restart-sec.conf
+	systemctl daemon-reload
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe1-1 -g $G22 -n qs serve -c 4 -t 120 \
+		--rep-delay 3000 >/tmp/qs.out 2>&1 &
+	qs_pid=$!
+	check "qs registered $G22 on the rxe1 instance" wait_for 20 has /tmp/qs.out "registered $G22"
+	for how in restart kill; do
+		n=$((n + 1))
+		$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G11 -n qe-$how connect $G22 --hold 8000 \
+			>/tmp/qe-$how.out 2>&1 &
+		qe_pid=$!
+		check "$how: qe-$how's connection is established" \
+			wait_for 20 has /tmp/qe-$how.out "connection 1 established"
+		$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G12 -n qh-$how connect $G22 \
+			>/tmp/qh-$how.out 2>&1 &
+		qh_pid=$!
+		check "$how: qh-$how's REQ is out (half-open)" wait_for 10 has /tmp/qh-$how.out "-> REQ"
+		old=$(prop $UNIT MainPID)
+		if [ $how = restart ]; then
+			systemctl restart $UNIT
+			check "systemctl restart $UNIT returned 0" [ $? -eq 0 ]
+		else
+			kill -9 "$old"
+			check "after kill -9 systemd started the daemon again (NRestarts=$(prop $UNIT NRestarts))" \
+				wait_for 15 eval '[ "$(prop $UNIT ActiveState)" = active ] && [ "$(prop $UNIT MainPID)" != "$old" ] && [ "$(prop $UNIT MainPID)" != 0 ]'
+		fi
+		new=$(prop $UNIT MainPID)
+		info "$how: MainPID $old -> $new"
+		wait "$qh_pid"
+		rc=$?
+		check "$how: the half-open connection finished through the new daemon (exit $rc)" \
+			eval '[ $rc -eq 0 ] && has /tmp/qh-$how.out "connection 1 closed"'
+		indent </tmp/qh-$how.out
+		wait "$qe_pid"
+		rc=$?
+		check "$how: the established connection closed through the new daemon (exit $rc)" \
+			eval '[ $rc -eq 0 ] && has /tmp/qe-$how.out "connection 1 closed"'
+		indent </tmp/qe-$how.out
+		check "$how: the new daemon took the clients over" \
+			eval 'journalctl -b -o cat --no-pager -u $UNIT _PID=$new | grep -q "took over [1-9][0-9]* clients"'
+	done
+	wait "$qs_pid"
+	rc=$?
+	check "qs served all four connections and never lost its socket (exit $rc)" [ $rc -eq 0 ]
+	indent </tmp/qs.out
+	rm -r /run/systemd/system/$UNIT.d
+	systemctl daemon-reload
 }
 
 # exposure_below LINE LIMIT: the "Overall exposure level for U: N ..." LINE
