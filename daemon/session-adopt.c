@@ -162,7 +162,8 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 	}
 	/* Each timer list in deadline order, as arming them would have made it. */
 	for (unsigned k = 0; k < TIMER_LISTS; k++) {
-		qsort(timers[k]->data, timers[k]->len, sizeof(TimerEntry), timer_entry_cmp);
+		if (timers[k]->len > 1)
+			qsort(timers[k]->data, timers[k]->len, sizeof(TimerEntry), timer_entry_cmp);
 		for (guint j = 0; j < timers[k]->len; j++) {
 			uint32_t hh = g_array_index(timers[k], TimerEntry, j).handle;
 

@@ -284,10 +284,10 @@ void daemon_restart(Daemon *d)
 	daemon_spawn(d);
 }
 
-void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms)
+void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n)
 {
-	for (; vms && *vms; vms++)
-		vm_free(*vms);
+	for (size_t i = 0; i < n; i++)
+		vm_free(vms[i]);
 	daemon_free(da);
 	daemon_free(db);
 	fabric_free(fabric);

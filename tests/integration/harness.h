@@ -88,9 +88,9 @@ void supervisor_clear(Supervisor *s);
 /* fork and exec @argv with @envp plus the notify socket and the stored
  * fds, output to @log_fd. */
 GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd);
-/* A fixture's teardown: the VMs of the NULL-terminated @vms, then both
+/* A fixture's teardown: the @n VMs of @vms (NULL ones skipped), then both
  * daemons (either may be NULL), then the fabric. */
-void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms);
+void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n);
 /* Everything the daemon printed so far (trace, log, counters). */
 char *daemon_output(const Daemon *d);
 /* The fd number the daemon's log says its @nth client (1-based) got. */

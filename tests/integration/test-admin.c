@@ -42,7 +42,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, NULL });
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1 }, 3);
 }
 
 static char *ctl_path(const Daemon *d)

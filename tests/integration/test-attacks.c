@@ -41,7 +41,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, f->b2, NULL });
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1, f->b2 }, 4);
 }
 
 /* Stop @d and return its final output (trace, log, counters). */

@@ -31,7 +31,7 @@ typedef struct Fixture {
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	hosts_free(f->fabric, f->da, f->db, NULL);
+	hosts_free(f->fabric, f->da, f->db, NULL, 0);
 }
 
 static void unreachable_setup(Fixture *f, gconstpointer data)

@@ -34,7 +34,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	hosts_free(f->fabric, f->da, f->db, NULL);
+	hosts_free(f->fabric, f->da, f->db, NULL, 0);
 }
 
 /* A MAD frame the way QEMU's mad_send() builds it. */

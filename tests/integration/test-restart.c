@@ -70,7 +70,7 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	daemon_free(f->da);
 	if (f->sup)
 		supervisor_free(f->sup);
-	hosts_free(f->fabric, NULL, f->db, NULL);
+	hosts_free(f->fabric, NULL, f->db, NULL, 0);
 }
 
 /* A MAD frame as QEMU sends it (its own GID in addr.gid). */

@@ -19,7 +19,6 @@
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] connect DEST_GID [-c N] [--service SID]
  *                          [--hold MS]   (established this long before DREQ)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] serve [-c N] [-t SECS]
- *                          [--rep-delay MS]   (a new REQ waits this long)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] sidr DEST_IPV4 [--service SID]
  *
  * The output lines follow examples/rdmacm-mux-pingpong.c, so that the same
@@ -71,8 +70,7 @@ struct qclient {
 	uint32_t tid;
 	struct answered answered[MAX_ANSWERED];
 	unsigned n_answered;
-	unsigned hold_ms;      /* connect: established this long before DREQ */
-	unsigned rep_delay_ms; /* serve: a new REQ waits this long for its REP */
+	unsigned hold_ms; /* connect: established this long before DREQ */
 };
 
 static const char *gid_str(const uint8_t gid[IB_GID_LEN])
@@ -490,10 +488,6 @@ static int do_serve(struct qclient *q, int count, int timeout_s)
 		peer = mad_local(im);
 		switch (mad_attr(im)) {
 		case CM_REQ:
-			/* A REQ not seen before waits (a slow peer): the
-			 * session stays half-open that long. */
-			if (q->rep_delay_ms && !find_answered(q, in.umad.hdr.addr.gid, peer))
-				usleep(q->rep_delay_ms * 1000u);
 			mad_init(q, mad, CM_REP);
 			mad_set_tid(mad, mad_tid(im)); /* a reply copies the TID */
 			mad_set_local(mad, answer_id(q, in.umad.hdr.addr.gid, peer));
@@ -560,7 +554,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS]\n"
-		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS] [--rep-delay MS]\n"
+		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] sidr DEST_IPV4 [--service SID]\n");
 }
 
@@ -575,7 +569,6 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "gid-index", required_argument, NULL, 'i' },
 		{ "hold", required_argument, NULL, 'H' },
-		{ "rep-delay", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -595,7 +588,6 @@ int main(int argc, char **argv)
 		case 't': timeout_s = atoi(optarg); break;
 		case 'i': q.gid_index = (uint8_t)atoi(optarg); break;
 		case 'H': q.hold_ms = (unsigned)atoi(optarg); break;
-		case 'D': q.rep_delay_ms = (unsigned)atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
