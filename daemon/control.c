@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the control socket (control.h): its connections, their bounded
- * buffers and deadlines, the command parser, and the status, clients,
- * sessions, counters and trace answers in text and JSON.
+ * buffers and deadlines, the command parser and the trace stream; the
+ * snapshot answers are control-answers.c.
  *
  * Everything a control client sends is hostile until checked: the line is
  * bounded and must be printable ASCII, and a client that does not send or
@@ -10,6 +10,7 @@
  * echo (a client's comm) are escaped in JSON and sanitized in text.
  */
 #include "control.h"
+#include "control-answers.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +28,8 @@
 
 /* The longest command name a client's info can carry (Client.comm). */
 #define CONTROL_COMM_MAX 32
+/* Room kept for one trace line (JSON, with the "lost" line before it). */
+#define CONTROL_TRACE_LINE_MAX 1024u
 
 typedef enum ConnState {
 	CONN_READING,	/* waiting for the command line */
@@ -48,6 +51,9 @@ typedef struct ControlConn {
 	GString *out;
 	size_t out_off; /* bytes of out already written */
 	uint64_t lost;	/* trace events dropped since the last "lost" line */
+	uint64_t full_since; /* monotonic usec its trace buffer filled up, or 0 */
+	size_t after_command; /* bytes it sent after its command */
+	bool shed;	      /* a trace reader too slow to keep: closing */
 } ControlConn;
 
 struct Control {
@@ -55,8 +61,9 @@ struct Control {
 	Relay *relay;
 	ControlConfig cfg;
 	int listen_fd;
-	sd_event_source *listen_src;
+	Listener *listener;
 	GPtrArray *conns; /* ControlConn* (owned) */
+	uint32_t tracing; /* connections in CONN_TRACING */
 };
 
 void control_config_init(ControlConfig *cfg, const char *socket_path, const char *control_path)
@@ -68,6 +75,8 @@ void control_config_init(ControlConfig *cfg, const char *socket_path, const char
 		.max_connections = CONTROL_MAX_CONNECTIONS,
 		.max_answer = CONTROL_MAX_ANSWER,
 		.max_trace_buffer = CONTROL_MAX_TRACE_BUFFER,
+		.max_trace_readers = CONTROL_MAX_TRACE_READERS,
+		.trace_shed_usec = CONTROL_TRACE_SHED_USEC,
 		.command_timeout_usec = 5 * 1000000u,
 		.answer_timeout_usec = 30 * 1000000u,
 	};
@@ -85,13 +94,16 @@ static void conn_free(ControlConn *k)
 		relay_remove_event_sink(k->ctl->relay, conn_trace_sink, k);
 	sd_event_source_disable_unref(k->io);
 	sd_event_source_disable_unref(k->timer);
+	if (k->state == CONN_TRACING)
+		k->ctl->tracing--;
 	if (k->fd >= 0) {
-		char junk[512];
+		char junk[4096];
 
-		/* Read what the client sent beyond its command, so closing does
-		 * not turn into a reset that could discard our answer. */
-		while (recv(k->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0)
-			;
+		/* Take what the client sent beyond its command (once, never in a
+		 * loop: a client that keeps sending must not hold the loop), so
+		 * that closing does not turn into a reset that discards the
+		 * answer of a client that sent a little more. */
+		(void)recv(k->fd, junk, sizeof(junk), MSG_DONTWAIT);
 		close(k->fd);
 	}
 	if (k->out)
@@ -168,397 +180,40 @@ static void conn_error(ControlConn *k, const char *msg)
 	k->state = CONN_ANSWERING;
 }
 
-/* ---- text helpers ---- */
-
-/* A client-chosen string for a text table: printable ASCII only. */
-static void text_sanitized(GString *out, const char *s, size_t max)
+/* Its buffer cannot take another line: count the event as lost without
+ * formatting it, and close a reader that stays this far behind. */
+static bool conn_trace_full(ControlConn *k)
 {
-	size_t n = strnlen(s, max);
-
-	if (n == 0) {
-		g_string_append_c(out, '-');
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		g_string_append_c(out, c > 0x20 && c < 0x7f ? (char)c : '?');
-	}
-}
-
-static void format_duration(char *buf, size_t len, uint64_t ms)
-{
-	uint64_t s = ms / 1000;
-
-	if (s >= 86400)
-		snprintf(buf, len, "%" PRIu64 "d%02" PRIu64 "h", s / 86400, s % 86400 / 3600);
-	else if (s >= 3600)
-		snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s % 3600 / 60);
-	else if (s >= 60)
-		snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
-	else
-		snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "s", s, ms % 1000);
-}
-
-static const char *caps_text(uint64_t caps, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s%s%s", caps & RDMACM_MUX_CAP_ERRNO ? "errno" : "",
-		 (caps & RDMACM_MUX_CAP_ERRNO) && (caps & RDMACM_MUX_CAP_CLIENT_STATS) ? "," : "",
-		 caps & RDMACM_MUX_CAP_CLIENT_STATS ? "stats" : "");
-	if (!*buf)
-		snprintf(buf, len, "-");
-	return buf;
-}
-
-/* ---- status ---- */
-
-static void answer_status(Control *ctl, GString *out, bool json)
-{
-	const UmadPort *port = relay_port(ctl->relay);
-	const RelayCounters *k = relay_counters(ctl->relay);
-	uint64_t tx = 0, rx = 0, dropped = 0, refused = 0;
-	uint64_t uptime_ms = (now_usec() - ctl->cfg.started_usec) / 1000;
-	const char *link_layer = port->roce ? "Ethernet" : "InfiniBand";
-
-	for (int i = 0; i < CM_IDX_COUNT; i++) {
-		tx += k->tx[i];
-		rx += k->rx[i];
-	}
-	for (int i = 0; i < RX_DROP_COUNT; i++)
-		dropped += k->rx_drop[i];
-	for (int i = 0; i < TX_REJECT_COUNT; i++)
-		refused += k->tx_reject[i];
-
-	if (json) {
-		JsonWriter j;
-
-		json_writer_init(&j, out);
-		json_begin_object(&j, NULL);
-		json_string(&j, "device", port->dev);
-		json_u64(&j, "port", (uint64_t)port->port);
-		json_string(&j, "link_layer", link_layer);
-		json_u64(&j, "lid", port->lid);
-		json_string(&j, "socket", ctl->cfg.socket_path);
-		json_string(&j, "control_socket", ctl->cfg.control_path);
-		json_u64(&j, "pid", (uint64_t)getpid());
-		json_string(&j, "version", PACKAGE_VERSION);
-		json_u64(&j, "uptime_ms", uptime_ms);
-		json_u64(&j, "generation", ctl->cfg.generation);
-		json_u64(&j, "clients", relay_client_count(ctl->relay));
-		json_u64(&j, "gids", relay_gid_count(ctl->relay));
-		json_u64(&j, "sessions", relay_session_count(ctl->relay));
-		json_u64(&j, "session_memory_bytes", relay_session_memory(ctl->relay));
-		json_begin_object(&j, "mads");
-		json_u64(&j, "tx", tx);
-		json_u64(&j, "rx", rx);
-		json_u64(&j, "rx_dropped", dropped);
-		json_u64(&j, "tx_refused", refused);
-		json_end_object(&j);
-		json_end_object(&j);
-		g_string_append_c(out, '\n');
-		return;
-	}
-
-	char up[32];
-
-	format_duration(up, sizeof(up), uptime_ms);
-	g_string_append_printf(out,
-			       "device:         %s\n"
-			       "port:           %d\n"
-			       "link layer:     %s\n"
-			       "socket:         %s\n"
-			       "control socket: %s\n"
-			       "pid:            %d\n"
-			       "version:        %s\n"
-			       "uptime:         %s\n"
-			       "clients:        %u\n"
-			       "GIDs:           %u\n"
-			       "sessions:       %u (%zu bytes)\n"
-			       "MADs relayed:   %" PRIu64 " sent, %" PRIu64 " received\n"
-			       "MADs refused:   %" PRIu64 " sent, %" PRIu64 " received\n",
-			       port->dev, port->port, link_layer, ctl->cfg.socket_path,
-			       ctl->cfg.control_path, (int)getpid(), PACKAGE_VERSION, up,
-			       relay_client_count(ctl->relay), relay_gid_count(ctl->relay),
-			       relay_session_count(ctl->relay), relay_session_memory(ctl->relay), tx,
-			       rx, refused, dropped);
-}
-
-/* ---- clients ---- */
-
-/* A client's row, copied out of the relay's walk (whose info lives only
- * during the callback). */
-typedef struct ControlClientRow {
-	RelayClientInfo info;
-	uint8_t *gids;
-} ControlClientRow;
-
-static void control_collect_client(void *userdata, const RelayClientInfo *c)
-{
-	GArray *rows = userdata;
-	ControlClientRow row = { .info = *c, .gids = g_memdup2(c->gids, (gsize)c->n_gids * GID_LEN) };
-
-	row.info.gids = row.gids;
-	g_array_append_val(rows, row);
-}
-
-static void control_client_row_clear(gpointer p)
-{
-	g_free(((ControlClientRow *)p)->gids);
-}
-
-static gint control_client_row_cmp(gconstpointer a, gconstpointer b)
-{
-	const ControlClientRow *x = a, *y = b;
-
-	return x->info.id < y->info.id ? -1 : x->info.id > y->info.id;
-}
-
-static void answer_clients(Control *ctl, GString *out, bool json)
-{
-	g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(ControlClientRow));
-	uint64_t now = now_usec();
-	size_t omitted = 0;
-	JsonWriter j;
-
-	g_array_set_clear_func(rows, control_client_row_clear);
-	relay_foreach_client(ctl->relay, control_collect_client, rows);
-	g_array_sort(rows, control_client_row_cmp);
-
-	if (json) {
-		json_writer_init(&j, out);
-		json_begin_object(&j, NULL);
-		json_begin_array(&j, "clients");
-	} else {
-		g_string_append_printf(out, "%-6s %-8s %-6s %-6s %-16s %-10s %6s %8s %-12s %8s %8s %8s %8s  %s\n",
-				       "ID", "PID", "UID", "GID", "COMMAND", "CONNECTED", "QUEUED",
-				       "SESSIONS", "EXTENSIONS", "TX", "RX", "REFUSED", "DROPPED", "GIDS");
-	}
-	for (guint i = 0; i < rows->len; i++) {
-		const RelayClientInfo *c = &g_array_index(rows, ControlClientRow, i).info;
-		uint64_t connected_ms = (now - c->connected_usec) / 1000;
-		char gid[GID_STR_LEN], caps[32];
-
-		if (out->len >= ctl->cfg.max_answer) {
-			omitted++;
-			continue;
-		}
-		if (json) {
-			json_begin_object(&j, NULL);
-			json_u64(&j, "id", c->id);
-			json_i64(&j, "pid", c->cred.pid);
-			json_i64(&j, "uid", c->cred.uid == (uid_t)-1 ? -1 : (int64_t)c->cred.uid);
-			json_i64(&j, "gid", c->cred.gid == (gid_t)-1 ? -1 : (int64_t)c->cred.gid);
-			json_string_len(&j, "comm", c->comm, strnlen(c->comm, CONTROL_COMM_MAX));
-			json_u64(&j, "connected_ms", connected_ms);
-			json_begin_array(&j, "gids");
-			for (uint32_t g = 0; g < c->n_gids; g++)
-				json_string(&j, NULL, gid_to_string(c->gids + g * GID_LEN, gid));
-			json_end_array(&j);
-			json_u64(&j, "queued", c->queued);
-			json_u64(&j, "sessions", c->sessions);
-			json_u64(&j, "extension_caps", c->caps);
-			json_bool(&j, "extension_hello", c->hello_done);
-			json_begin_object(&j, "stats");
-			json_u64(&j, "tx", c->stats.tx_mads);
-			json_u64(&j, "rx", c->stats.rx_mads);
-			json_u64(&j, "tx_refused", c->stats.tx_rejected);
-			json_u64(&j, "rx_dropped", c->stats.rx_dropped);
-			json_u64(&j, "requests", c->stats.requests);
-			json_end_object(&j);
-			json_end_object(&j);
-			continue;
-		}
-
-		char conn[32];
-
-		format_duration(conn, sizeof(conn), connected_ms);
-		g_string_append_printf(out, "%-6u %-8d %-6d %-6d ", c->id, (int)c->cred.pid,
-				       (int)c->cred.uid, (int)c->cred.gid);
-		size_t start = out->len;
-		text_sanitized(out, c->comm, CONTROL_COMM_MAX);
-		for (size_t w = out->len - start; w < 16; w++)
-			g_string_append_c(out, ' ');
-		g_string_append_printf(out,
-				       " %-10s %6u %8u %-12s %8" PRIu64 " %8" PRIu64 " %8" PRIu64
-				       " %8" PRIu64 "  ",
-				       conn, c->queued, c->sessions,
-				       c->hello_done ? caps_text(c->caps, caps, sizeof(caps)) : "-",
-				       c->stats.tx_mads, c->stats.rx_mads, c->stats.tx_rejected,
-				       c->stats.rx_dropped);
-		for (uint32_t g = 0; g < c->n_gids; g++)
-			g_string_append_printf(out, "%s%s", g ? "," : "",
-					       gid_to_string(c->gids + g * GID_LEN, gid));
-		if (c->n_gids == 0)
-			g_string_append_c(out, '-');
-		g_string_append_c(out, '\n');
-	}
-	if (json) {
-		json_end_array(&j);
-		json_u64(&j, "omitted", omitted);
-		json_end_object(&j);
-		g_string_append_c(out, '\n');
-	} else if (omitted) {
-		g_string_append_printf(out, "# %zu more clients not shown (answer limit)\n", omitted);
-	}
-}
-
-/* ---- sessions ---- */
-
-typedef struct SessionWalk {
-	Control *ctl;
-	GString *out;
-	JsonWriter *j; /* NULL for text */
 	uint64_t now;
-	size_t omitted;
-} SessionWalk;
 
-static void format_session(void *userdata, const Session *s)
-{
-	SessionWalk *w = userdata;
-	char local[GID_STR_LEN], peer[GID_STR_LEN];
-	int64_t left = session_timer_left_ms(s, w->now);
-	const char *timer = session_timer_name((SessionTimer)s->timer);
-
-	if (w->out->len >= w->ctl->cfg.max_answer) {
-		w->omitted++;
-		return;
+	if (conn_pending(k) + CONTROL_TRACE_LINE_MAX <= k->ctl->cfg.max_trace_buffer) {
+		k->full_since = 0;
+		return false;
 	}
-	gid_to_string(s->local_gid, local);
-	gid_to_string(s->peer_gid, peer);
-	if (w->j) {
-		JsonWriter *j = w->j;
-
-		json_begin_object(j, NULL);
-		json_u64(j, "client_id", s->client_id);
-		json_u64(j, "client_comm_id", s->client_comm_id);
-		json_u64(j, "wire_comm_id", s->wire_id);
-		json_u64(j, "peer_comm_id", s->peer_comm_id);
-		json_string(j, "local_gid", local);
-		if (gid_is_zero(s->peer_gid))
-			json_null(j, "peer_gid");
-		else
-			json_string(j, "peer_gid", peer);
-		json_string(j, "state", session_state_name((SessionState)s->state));
-		json_u64(j, "age_ms", session_age_ms(s, w->now));
-		json_string(j, "timer", timer);
-		if (left < 0)
-			json_null(j, "timer_left_ms");
-		else
-			json_i64(j, "timer_left_ms", left);
-		json_end_object(j);
-		return;
+	k->lost++;
+	now = now_usec();
+	if (!k->full_since)
+		k->full_since = now;
+	else if (!k->shed && now - k->full_since >= k->ctl->cfg.trace_shed_usec) {
+		/* Not from inside the relay's walk over its sinks: the timer. */
+		k->shed = true;
+		(void)sd_event_source_set_time_relative(k->timer, 0);
+		(void)sd_event_source_set_enabled(k->timer, SD_EVENT_ONESHOT);
 	}
-	char left_text[24];
-
-	if (left < 0)
-		snprintf(left_text, sizeof(left_text), "-");
-	else
-		snprintf(left_text, sizeof(left_text), "%" PRId64, left);
-	g_string_append_printf(w->out,
-			       "%-6u 0x%08x 0x%08x 0x%08x %-12s %10u %-10s %8s  %s  %s\n",
-			       s->client_id, s->client_comm_id, s->wire_id, s->peer_comm_id,
-			       session_state_name((SessionState)s->state), session_age_ms(s, w->now),
-			       timer, left_text, local,
-			       gid_is_zero(s->peer_gid) ? "-" : peer);
+	return true;
 }
 
-static void answer_sessions(Control *ctl, GString *out, bool json)
-{
-	JsonWriter j;
-	SessionWalk w = { .ctl = ctl, .out = out, .j = json ? &j : NULL, .now = now_usec() };
-
-	if (json) {
-		json_writer_init(&j, out);
-		json_begin_object(&j, NULL);
-		json_begin_array(&j, "sessions");
-	} else {
-		g_string_append_printf(out, "%-6s %-10s %-10s %-10s %-12s %10s %-10s %8s  %s  %s\n",
-				       "CLIENT", "COMM-ID", "WIRE-ID", "PEER-ID", "STATE", "AGE-MS",
-				       "TIMER", "LEFT-MS", "LOCAL-GID", "PEER-GID");
-	}
-	relay_foreach_session(ctl->relay, format_session, &w);
-	if (json) {
-		json_end_array(&j);
-		json_u64(&j, "omitted", w.omitted);
-		json_end_object(&j);
-		g_string_append_c(out, '\n');
-	} else if (w.omitted) {
-		g_string_append_printf(out, "# %zu more sessions not shown (answer limit)\n",
-				       w.omitted);
-	}
-}
-
-/* ---- counters ---- */
-
-#define COUNTER_FIELDS(X)                                                                     \
-	X(requests) X(reg_ok) X(reg_refused) X(unreg_ok) X(unreg_refused) X(bad_frames)      \
-	X(truncated_frames) X(clients_accepted) X(clients_refused) X(clients_dropped)        \
-	X(sessions_created) X(sessions_expired) X(recv_errors)
-
-static void answer_counters(Control *ctl, GString *out, bool json)
-{
-	const RelayCounters *k = relay_counters(ctl->relay);
-
-	if (json) {
-		JsonWriter j;
-
-		json_writer_init(&j, out);
-		json_begin_object(&j, NULL);
-		json_begin_object(&j, "tx");
-		for (int i = 0; i < CM_IDX_COUNT; i++)
-			json_u64(&j, cm_attr_index_name((CmAttrIndex)i), k->tx[i]);
-		json_end_object(&j);
-		json_begin_object(&j, "rx");
-		for (int i = 0; i < CM_IDX_COUNT; i++)
-			json_u64(&j, cm_attr_index_name((CmAttrIndex)i), k->rx[i]);
-		json_end_object(&j);
-		json_begin_object(&j, "rx_dropped");
-		for (int i = 0; i < RX_DROP_COUNT; i++)
-			json_u64(&j, relay_rx_drop_name((RxDrop)i), k->rx_drop[i]);
-		json_end_object(&j);
-		json_begin_object(&j, "tx_refused");
-		for (int i = 0; i < TX_REJECT_COUNT; i++)
-			json_u64(&j, relay_tx_reject_name((TxReject)i), k->tx_reject[i]);
-		json_end_object(&j);
-#define X(f) json_u64(&j, #f, k->f);
-		COUNTER_FIELDS(X)
-#undef X
-		json_u64(&j, "sessions_live", relay_session_count(ctl->relay));
-		json_end_object(&j);
-		g_string_append_c(out, '\n');
-		return;
-	}
-
-	g_string_append_printf(out, "%-18s %12s %12s\n", "ATTRIBUTE", "TX", "RX");
-	for (int i = 0; i < CM_IDX_COUNT; i++)
-		g_string_append_printf(out, "%-18s %12" PRIu64 " %12" PRIu64 "\n",
-				       cm_attr_index_name((CmAttrIndex)i), k->tx[i], k->rx[i]);
-	g_string_append(out, "\nRX DROPPED\n");
-	for (int i = 0; i < RX_DROP_COUNT; i++)
-		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_rx_drop_name((RxDrop)i),
-				       k->rx_drop[i]);
-	g_string_append(out, "\nTX REFUSED\n");
-	for (int i = 0; i < TX_REJECT_COUNT; i++)
-		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_tx_reject_name((TxReject)i),
-				       k->tx_reject[i]);
-	g_string_append(out, "\nOTHER\n");
-#define X(f) g_string_append_printf(out, "%-18s %12" PRIu64 "\n", #f, k->f);
-	COUNTER_FIELDS(X)
-#undef X
-	g_string_append_printf(out, "%-18s %12u\n", "sessions_live",
-			       relay_session_count(ctl->relay));
-}
-
-/* ---- trace ---- */
-
-/* Append one event line, or count it lost when the reader is too far
- * behind. Never writes to the socket here: the relay is mid-event. */
 static void conn_trace_sink(void *userdata, const RelayEvent *ev)
 {
 	ControlConn *k = userdata;
-	g_autoptr(GString) line = g_string_sized_new(384);
+	g_autoptr(GString) line = NULL;
 	char when[64], name[16], gid[GID_STR_LEN];
 	time_t sec = (time_t)(ev->realtime_usec / 1000000u);
 	struct tm tm;
+
+	if (k->shed || conn_trace_full(k))
+		return;
+	line = g_string_sized_new(384);
 
 	if (!localtime_r(&sec, &tm) || !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
 		snprintf(when, sizeof(when), "%lld", (long long)sec);
@@ -626,6 +281,18 @@ static void conn_trace_sink(void *userdata, const RelayEvent *ev)
 static void conn_start_trace(ControlConn *k)
 {
 	const UmadPort *port = relay_port(k->ctl->relay);
+
+	/* Each reader costs the relay a formatted line per MAD. */
+	if (k->ctl->tracing >= k->ctl->cfg.max_trace_readers) {
+		char msg[64];
+
+		log_ratelimited(LOG_WARNING, NULL, "refusing a trace reader: %u trace already",
+				k->ctl->tracing);
+		snprintf(msg, sizeof(msg), "too many trace readers (%u)", k->ctl->cfg.max_trace_readers);
+		conn_error(k, msg);
+		return;
+	}
+	k->ctl->tracing++;
 	relay_add_event_sink(k->ctl->relay, conn_trace_sink, k);
 	k->sink_added = true;
 	k->state = CONN_TRACING;
@@ -692,13 +359,13 @@ static void conn_command(ControlConn *k, char *line)
 
 	k->state = CONN_ANSWERING;
 	if (strcmp(words[0], "status") == 0)
-		answer_status(ctl, k->out, k->json);
+		control_answer_status(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "clients") == 0)
-		answer_clients(ctl, k->out, k->json);
+		control_answer_clients(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "sessions") == 0)
-		answer_sessions(ctl, k->out, k->json);
+		control_answer_sessions(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "counters") == 0)
-		answer_counters(ctl, k->out, k->json);
+		control_answer_counters(ctl->relay, k->out, k->json);
 	else if (strcmp(words[0], "help") == 0 && !k->json)
 		g_string_append(k->out, help_text);
 	else if (strcmp(words[0], "trace") == 0) {
@@ -748,8 +415,18 @@ static bool conn_read(ControlConn *k)
 			conn_command(k, k->in);
 			return true;
 		}
-		if (k->state != CONN_READING)
-			continue; /* a trace reader's chatter is ignored */
+		if (k->state != CONN_READING) {
+			/* Chatter after the command is ignored, up to a point. */
+			k->after_command += (size_t)n;
+			if (k->after_command > CONTROL_MAX_AFTER_COMMAND) {
+				log_ratelimited(LOG_WARNING, NULL,
+						"closing a control connection that keeps sending "
+						"after its command");
+				conn_close(k);
+				return false;
+			}
+			continue;
+		}
 
 		k->in_len += (size_t)n;
 		k->in[k->in_len] = '\0';
@@ -798,8 +475,13 @@ static int on_conn_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 
 	(void)s;
 	(void)usec;
-	log_debug("closing control connection on fd %d: %s", k->fd,
-		  k->state == CONN_READING ? "no command in time" : "answer not read in time");
+	if (k->shed)
+		log_warning("closing a trace reader that stayed %" PRIu64 " ms behind (%" PRIu64
+			    " events lost)",
+			    k->ctl->cfg.trace_shed_usec / 1000, k->lost);
+	else
+		log_debug("closing control connection on fd %d: %s", k->fd,
+			  k->state == CONN_READING ? "no command in time" : "answer not read in time");
 	conn_close(k);
 	return 0;
 }
@@ -832,36 +514,22 @@ static int control_add_conn(Control *ctl, int fd)
 	return 0;
 }
 
-static int on_control_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void control_on_accept(int fd, const struct ucred *cred, void *userdata)
 {
 	Control *ctl = userdata;
+	int r;
 
-	(void)s;
-	(void)revents;
-	for (;;) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int r;
-
-		if (cfd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno != EAGAIN)
-				log_ratelimited(LOG_WARNING, NULL, "control accept failed: %s",
-						strerror(errno));
-			return 0;
-		}
-		if (ctl->conns->len >= ctl->cfg.max_connections) {
-			log_ratelimited(LOG_WARNING, NULL,
-					"refusing a control connection: %u are open already",
-					ctl->conns->len);
-			control_refuse(cfd, "error: too many control connections\n");
-			continue;
-		}
-		r = control_add_conn(ctl, cfd);
-		if (r < 0)
-			log_ratelimited(LOG_WARNING, NULL, "cannot serve a control connection: %s",
-					strerror(-r));
+	(void)cred;
+	if (ctl->conns->len >= ctl->cfg.max_connections) {
+		log_ratelimited(LOG_WARNING, NULL, "refusing a control connection: %u are open already",
+				ctl->conns->len);
+		control_refuse(fd, "error: too many control connections\n");
+		return;
 	}
+	r = control_add_conn(ctl, fd);
+	if (r < 0)
+		log_ratelimited(LOG_WARNING, NULL, "cannot serve a control connection: %s",
+				strerror(-r));
 }
 
 int control_new(sd_event *event, Relay *relay, int listen_fd, const ControlConfig *cfg,
@@ -876,8 +544,8 @@ int control_new(sd_event *event, Relay *relay, int listen_fd, const ControlConfi
 	ctl->cfg = *cfg;
 	ctl->conns = g_ptr_array_new_with_free_func((GDestroyNotify)conn_free);
 	ctl->listen_fd = fd_steal(&fd);
-	r = sd_event_add_io(event, &ctl->listen_src, ctl->listen_fd, EPOLLIN, on_control_listen,
-			    ctl);
+	r = listener_new(event, ctl->listen_fd, "control", &ctl->cfg.allow, 100, control_on_accept,
+			 ctl, &ctl->listener);
 	if (r < 0) {
 		control_free(ctl);
 		return r;
@@ -892,7 +560,7 @@ void control_free(Control *ctl)
 		return;
 	if (ctl->conns)
 		g_ptr_array_free(ctl->conns, TRUE);
-	sd_event_source_disable_unref(ctl->listen_src);
+	listener_free(ctl->listener);
 	if (ctl->listen_fd >= 0)
 		close(ctl->listen_fd);
 	sd_event_unref(ctl->event);

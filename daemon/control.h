@@ -3,8 +3,9 @@
  * The control socket: read-only operator access for rdmacm-muxctl.
  *
  * A UNIX stream socket next to the main one, "<main socket path>.ctl",
- * with the main socket's owner, group and mode, so only root and the
- * socket's group can use it. The daemon serves it on its own sd-event loop,
+ * root's only (mode 0600) unless --control-mode/--control-group say
+ * otherwise, and behind the main socket's uid/gid allow-lists too: it
+ * shows every client's pid, uid and GIDs, and a live trace of their MADs. The daemon serves it on its own sd-event loop,
  * every fd non-blocking and CLOEXEC.
  *
  * Protocol (text, one command per connection):
@@ -26,11 +27,15 @@
  *                      {"lost":N}).
  *   errors             a single line "error: MESSAGE\n", then close: an
  *                      unknown command, a line that is too long or not
- *                      printable, too many control connections.
+ *                      printable, too many control connections, too many
+ *                      trace readers.
  *
- * Limits: CONTROL_MAX_CONNECTIONS at once; the command must arrive within
- * 5 s and a snapshot answer must be read within 30 s, or the connection is
- * closed; a snapshot answer is cut at the output limit (what was left out
+ * Limits: CONTROL_MAX_CONNECTIONS at once, of which max_trace_readers may
+ * trace; the command must arrive within 5 s and a snapshot answer must be
+ * read within 30 s, or the connection is closed; a client that sends more
+ * than CONTROL_MAX_AFTER_COMMAND bytes after its command is closed; a trace
+ * reader whose buffer stays full for trace_shed_usec is closed (it loses
+ * events before that, and formatting them costs the relay nothing); a snapshot answer is cut at the output limit (what was left out
  * is counted in the answer: "# N more ... not shown", JSON "omitted").
  */
 #ifndef RDMACM_MUX_CONTROL_H
@@ -40,18 +45,27 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "listener.h"
 #include "relay.h"
 
 #define CONTROL_MAX_LINE 256
 #define CONTROL_MAX_CONNECTIONS 16
 #define CONTROL_MAX_ANSWER (8u << 20)	   /* bytes of one snapshot answer */
 #define CONTROL_MAX_TRACE_BUFFER (256u << 10) /* bytes a trace reader may lag */
+#define CONTROL_MAX_TRACE_READERS 4
+/* A trace reader whose buffer stays full this long is closed. */
+#define CONTROL_TRACE_SHED_USEC (2 * 1000000u)
+/* Bytes a client may send after its command before it is closed. */
+#define CONTROL_MAX_AFTER_COMMAND (64u << 10)
 
 typedef struct ControlConfig {
 	const char *socket_path;  /* the main socket, shown by status */
 	const char *control_path; /* this socket, shown by status */
 	uint64_t started_usec;	  /* monotonic start of the daemon, for uptime */
 	unsigned generation;	  /* re-executions (SIGHUP) behind this process image */
+	ListenerAllow allow;	  /* who may connect: the main socket's allow-lists */
+	uint32_t max_trace_readers;
+	uint64_t trace_shed_usec;
 	uint32_t max_connections;
 	size_t max_answer;
 	size_t max_trace_buffer;

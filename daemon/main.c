@@ -51,6 +51,9 @@ typedef struct Options {
 	char *socket_path;
 	char *group;
 	char *mode;
+	char *control_group;
+	char *control_mode;
+	int max_trace_readers;
 	char **allow_uids;
 	char **allow_gids;
 	int max_clients;
@@ -108,6 +111,8 @@ static void options_clear(Options *o)
 	g_free(o->socket_path);
 	g_free(o->group);
 	g_free(o->mode);
+	g_free(o->control_group);
+	g_free(o->control_mode);
 	g_strfreev(o->allow_uids);
 	g_strfreev(o->allow_gids);
 	g_free(o->trace_pcap);
@@ -130,6 +135,12 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "group", 0, 0, G_OPTION_ARG_STRING, &o->group,
 		  "Group that owns the socket (e.g. kvm)", "GROUP" },
 		{ "mode", 0, 0, G_OPTION_ARG_STRING, &o->mode, "Socket mode (default 0660)", "MODE" },
+		{ "control-group", 0, 0, G_OPTION_ARG_STRING, &o->control_group,
+		  "Group that owns the control socket (default: root's only)", "GROUP" },
+		{ "control-mode", 0, 0, G_OPTION_ARG_STRING, &o->control_mode,
+		  "Control socket mode (default 0600)", "MODE" },
+		{ "max-trace-readers", 0, 0, G_OPTION_ARG_INT, &o->max_trace_readers,
+		  "Most 'rdmacm-muxctl trace' readers at once (default 4)", "N" },
 		{ "allow-uid", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->allow_uids,
 		  "Accept only clients with this uid (repeatable)", "UID" },
 		{ "allow-gid", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->allow_gids,
@@ -188,6 +199,7 @@ static int parse_options(int argc, char **argv, Options *o)
 
 	o->port = 1;
 	o->max_clients = 1024;
+	o->max_trace_readers = CONTROL_MAX_TRACE_READERS;
 	o->register_timeout_ms = 900000;
 	o->max_gids = 32;
 	o->max_sessions = 16384;
@@ -230,6 +242,7 @@ static int parse_options(int argc, char **argv, Options *o)
 		int value, min, max;
 	} ranges[] = {
 		{ "--max-clients", o->max_clients, 1, 1 << 20 },
+		{ "--max-trace-readers", o->max_trace_readers, 0, CONTROL_MAX_CONNECTIONS },
 		{ "--max-clients-per-uid", o->max_clients_per_uid, 0, 1 << 20 },
 		{ "--register-timeout", o->register_timeout_ms, 0, 24 * 3600 * 1000 },
 		{ "--max-gids", o->max_gids, 1, 4096 },
@@ -282,7 +295,9 @@ static void control_bind(Daemon *d)
 {
 	ListenerPerms perms;
 
-	if (listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms) < 0 ||
+	/* It shows every client and their MADs: root's only, unless asked. */
+	if (listener_perms_parse(d->opt.control_mode, d->opt.control_group, 0600,
+				 "--control-mode/--control-group", &perms) < 0 ||
 	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound) < 0) {
 		log_warning("running without the control socket %s (rdmacm-muxctl will not work)",
 			    d->control_path);
@@ -657,6 +672,8 @@ static int run(Daemon *d)
 
 		control_config_init(&ccfg, d->socket_path, d->control_path);
 		ccfg.generation = d->generation;
+		ccfg.allow = (ListenerAllow){ .uids = d->allow_uids, .gids = d->allow_gids };
+		ccfg.max_trace_readers = (uint32_t)d->opt.max_trace_readers;
 		d->control_copy = fcntl(d->control_fd, F_DUPFD_CLOEXEC, 3);
 		r = control_new(d->event, d->relay, fd_steal(&d->control_fd), &ccfg, &d->control);
 		if (r < 0)

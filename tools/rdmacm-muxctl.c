@@ -352,11 +352,15 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(command, "restart") == 0)
 		rc = restart_daemon(fd, path);
-	else if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0 ||
-	    write_all(fd, line, strlen(line)) < 0) {
-		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(errno));
+	else if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0)
+		rc = 1;
+	else if ((rc = write_all(fd, line, strlen(line))) < 0 && rc != -EPIPE && rc != -ECONNRESET) {
+		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(-rc));
 		rc = 1;
 	} else {
+		/* Refused at once (too many connections, not allowed), the daemon
+		 * wrote why before it closed: that is the answer to show, not
+		 * the broken pipe our write ran into. */
 		rc = copy_answer(fd, path);
 	}
 	close(fd);
