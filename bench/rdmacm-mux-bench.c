@@ -1055,6 +1055,66 @@ static void handshake_rows(const unsigned *pairs, unsigned n)
 	stop(&B.daemon_b, SIGTERM);
 }
 
+/*
+ * Hand-off: 1000 clients and 100k sessions on daemon A, which executes
+ * itself again (SIGHUP, as rdmacm-muxctl restart does) with every client
+ * and session. The pause is the time from the signal to the answer to a
+ * QEMU-style MAD request written right after it (the new image relays it):
+ * the longest any client waits. Then TX throughput before and after (the
+ * new image keeps its sessions in a memfd).
+ */
+static void handoff_rows(uint32_t sessions, unsigned rounds)
+{
+	uint64_t errs = 0, before;
+	double pauses[MAX_RUNS];
+	Row *pause, *tx_before, *tx_after;
+	Driver d;
+
+	fprintf(stderr, "rdmacm-mux-bench: hand-off (SIGHUP) with 1000 clients, %u sessions\n",
+		sessions);
+	B.daemon_a = daemon_start("simA", B.sock_a);
+	driver_init(&d);
+	if (driver_connect(&d, B.sock_a, 0, 1000, true, B.a_gid, B.a_idx) < 0)
+		die("cannot connect the hand-off clients");
+	d.n_active = 10;
+	before = __atomic_load_n(&B.sh->sink_count, __ATOMIC_RELAXED);
+	if (driver_setup_sessions(&d, sessions, &errs) < 0 || errs)
+		die("session set-up failed");
+	sink_wait(before + 2 * (uint64_t)sessions);
+	tx_before = row_new("handoff-tx-before", "daemon", 10, sessions);
+	measure(&d, tx_before, DRIVE_TX, 0, false, B.o.runs);
+	pause = row_new("handoff-pause", "daemon", 1000, sessions);
+	snprintf(pause->unit, sizeof(pause->unit), "ms");
+	rounds = MIN(rounds, MAX_RUNS);
+	for (unsigned k = 0; k < rounds; k++) {
+		uint64_t t0 = now_ns();
+
+		if (kill(B.daemon_a, SIGHUP) < 0)
+			die("cannot signal the daemon");
+		if (driver_run_count(&d, DRIVE_QEMU, 1, 30000) != 1)
+			die("no answer after the hand-off");
+		pauses[k] = (double)(now_ns() - t0) / 1e6;
+		pause->v[pause->nv++] = pauses[k];
+		g_usleep(200000);
+	}
+	qsort(pauses, rounds, sizeof(double), cmp_double);
+	pause->min = pauses[0];
+	pause->max = pauses[rounds - 1];
+	pause->med = rounds % 2 ? pauses[rounds / 2] : (pauses[rounds / 2 - 1] + pauses[rounds / 2]) / 2;
+	snprintf(pause->note, sizeof(pause->note),
+		 "SIGHUP to the first answer from the new image, %u hand-offs", rounds);
+	tx_after = row_new("handoff-tx-after", "daemon", 10, sessions);
+	measure(&d, tx_after, DRIVE_TX, 0, false, B.o.runs);
+	if (tx_before->med > 0)
+		tx_after->ratio = tx_after->med / tx_before->med;
+	snprintf(tx_after->note, sizeof(tx_after->note),
+		 "ratio: to before the hand-offs (sessions in a memfd now)");
+	fprintf(stderr, "  hand-off pause: median %.1f ms (max %.1f); TX after/before %.2f\n",
+		pause->med, pause->max, tx_after->ratio);
+	driver_close_all(&d);
+	stop(&B.daemon_a, SIGTERM);
+}
+
 /* ---- --cost: callgrind instruction counts per MAD ---- */
 
 static void cg_control(const char *what, pid_t pid)
@@ -1461,14 +1521,14 @@ static void usage(void)
 			"                        [--blocks K] [--run-ms MS] [--check] [--cost]\n"
 			"                        [--cost-mads N]\n"
 			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
-			"                                unreachable,handshake,cost] [--verbose]\n"
+			"                                unreachable,handshake,handoff,cost] [--verbose]\n"
 			"                        [--no-pin] [--unreachable-delay-ms MS]\n");
 	exit(2);
 }
 
 /*
  * --only GROUP,...: clients=N (one clients sweep), sessions=N, latency,
- * slow-reader, unreachable, handshake, cost. Without --only: everything but
+ * slow-reader, unreachable, handshake, handoff, cost. Without --only: everything but
  * cost, which --cost adds.
  */
 static bool want(const char *group)
@@ -1665,6 +1725,8 @@ int main(int argc, char **argv)
 		unreachable_rows();
 	if (want("cost"))
 		cost_rows(B.o.quick ? quick_sessions[0] : full_sessions[G_N_ELEMENTS(full_sessions) - 1]);
+	if (want("handoff"))
+		handoff_rows(B.o.quick ? 10000 : 100000, B.o.quick ? 3 : 9);
 	if (want("handshake")) {
 		if (B.o.quick)
 			handshake_rows(quick_pairs, G_N_ELEMENTS(quick_pairs));

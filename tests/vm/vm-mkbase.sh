@@ -18,7 +18,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Modules to put in the image; their dependencies are added. ib_cm is only
 # there so that a scenario can load it on purpose: the setup never does.
-MODULES=(crc32_generic rdma_rxe ib_umad ib_uverbs veth ib_cm)
+MODULES=(crc32_generic rdma_rxe ib_umad ib_uverbs veth macvlan ib_cm)
 # Host programs to put in the image (with their libraries).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma)
 
