@@ -98,7 +98,7 @@ static bool handoff_slot_holds_up(const HandoffSlot *slot, uint32_t max_gids)
 {
 	static const uint8_t zero[16];
 
-	if (slot->n_gids > max_gids || (slot->flags & ~HANDOFF_F_HELLO))
+	if (slot->n_gids > max_gids || (slot->flags & ~(HANDOFF_F_HELLO | HANDOFF_F_C1_LOGGED)))
 		return false;
 	for (uint32_t i = 0; i < slot->n_gids; i++) {
 		if (memcmp(slot->gids[i], zero, 16) == 0)
@@ -232,6 +232,14 @@ void handoff_state_set_hello(HandoffState *s, int i, uint64_t caps)
 		return;
 	slot->caps = caps;
 	__atomic_store_n(&slot->flags, slot->flags | HANDOFF_F_HELLO, __ATOMIC_RELEASE);
+}
+
+void handoff_state_add_flags(HandoffState *s, int i, uint32_t flags)
+{
+	HandoffSlot *slot = handoff_state_slot(s, (uint32_t)i);
+
+	if (slot)
+		__atomic_fetch_or(&slot->flags, flags, __ATOMIC_RELEASE);
 }
 
 void handoff_state_set_gids(HandoffState *s, int i, const uint8_t (*gids)[16], uint32_t n)

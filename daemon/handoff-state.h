@@ -21,6 +21,7 @@
 #define HANDOFF_STATE_VERSION 1u
 
 #define HANDOFF_F_HELLO 0x1u
+#define HANDOFF_F_C1_LOGGED 0x2u /* its "own GID in addr.gid" was logged */
 
 typedef struct HandoffSlot {
 	uint32_t id; /* 0: free */
@@ -66,6 +67,8 @@ int handoff_state_claim(HandoffState *s, uint32_t id);
 /* Free slot @i. */
 void handoff_state_release(HandoffState *s, int i);
 void handoff_state_set_hello(HandoffState *s, int i, uint64_t caps);
+/* Add @flags (HANDOFF_F_*) to slot @i. */
+void handoff_state_add_flags(HandoffState *s, int i, uint32_t flags);
 /* The client's GIDs are @gids[0..@n): rewritten in the crash-safe order. */
 void handoff_state_set_gids(HandoffState *s, int i, const uint8_t (*gids)[16], uint32_t n);
 

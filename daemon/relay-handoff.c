@@ -42,6 +42,12 @@ void relay_handoff_client_hello(Relay *r, RelayClient *c)
 		handoff_state_set_hello(r->handoff, c->handoff_slot, c->caps);
 }
 
+void relay_handoff_client_c1_logged(Relay *r, RelayClient *c)
+{
+	if (r->handoff && c->handoff_slot >= 0)
+		handoff_state_add_flags(r->handoff, c->handoff_slot, HANDOFF_F_C1_LOGGED);
+}
+
 void relay_handoff_client_added(Relay *r, RelayClient *c)
 {
 	char name[32];
@@ -145,6 +151,7 @@ static void relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
 		c->hello_done = true;
 		c->caps = slot->caps & RDMACM_MUX_CAP_ALL;
 	}
+	c->c1_logged = slot->flags & HANDOFF_F_C1_LOGGED;
 	for (uint32_t k = 0; k < slot->n_gids && c->n_gids < r->cfg.max_gids; k++) {
 		RelayClientGid *cg;
 
@@ -330,6 +337,8 @@ void relay_handoff_export(Relay *r, RelayHandoffFdFn fn, void *userdata)
 				c->handoff_slot = handoff_state_claim(r->handoff, c->id);
 				if (c->hello_done)
 					relay_handoff_client_hello(r, c);
+				if (c->c1_logged)
+					relay_handoff_client_c1_logged(r, c);
 				relay_handoff_sync_gids(r, c);
 			}
 		}

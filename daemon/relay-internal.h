@@ -143,6 +143,8 @@ void relay_handoff_client_gone(Relay *r, RelayClient *c);
 /* Its GIDs or its HELLO changed. */
 void relay_handoff_client_gids(Relay *r, RelayClient *c);
 void relay_handoff_client_hello(Relay *r, RelayClient *c);
+/* Its "own GID in addr.gid" line was logged: not again after a restart. */
+void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 
 /* ---- relay.c ---- */
 

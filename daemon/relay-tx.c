@@ -436,6 +436,7 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 		memcpy(t.dest, addr_gid, GID_LEN);
 	} else if (!c->c1_logged && !gid_is_zero(addr_gid)) {
 		c->c1_logged = true;
+		relay_handoff_client_c1_logged(r, c);
 		log_info("client %u (pid %d) puts its own GID in addr.gid, as QEMU does; "
 			 "taking destinations from the CM messages and sessions",
 			 c->id, (int)c->conn.cred.pid);

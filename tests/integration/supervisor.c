@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -30,8 +32,9 @@ struct Supervisor {
 	char *path;
 	int sock;
 	GThread *thread;
-	GMutex lock;
-	GCond changed;
+	/* pthread, not GMutex: ThreadSanitizer sees through it */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
 	GArray *store; /* StoredFd */
 	unsigned ready; /* READY=1 messages so far */
 	gint stop;
@@ -60,7 +63,7 @@ static void supervisor_handle(Supervisor *s, const char *text, const int *fds, u
 		else if (g_str_has_prefix(*l, "FDNAME="))
 			name = *l + strlen("FDNAME=");
 	}
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	for (char **l = lines; *l; l++)
 		if (strcmp(*l, "READY=1") == 0)
 			s->ready++;
@@ -79,8 +82,8 @@ static void supervisor_handle(Supervisor *s, const char *text, const int *fds, u
 			close(fds[i]);
 		}
 	}
-	g_cond_broadcast(&s->changed);
-	g_mutex_unlock(&s->lock);
+	pthread_cond_broadcast(&s->changed);
+	pthread_mutex_unlock(&s->lock);
 }
 
 static gpointer supervisor_thread(gpointer data)
@@ -127,8 +130,15 @@ Supervisor *supervisor_new(Fabric *f)
 	g_assert_cmpuint(strlen(s->path), <, sizeof(sa.sun_path));
 	strcpy(sa.sun_path, s->path);
 	g_assert_cmpint(bind(s->sock, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
-	g_mutex_init(&s->lock);
-	g_cond_init(&s->changed);
+	pthread_mutex_init(&s->lock, NULL);
+	{
+		pthread_condattr_t a;
+
+		pthread_condattr_init(&a);
+		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->changed, &a);
+		pthread_condattr_destroy(&a);
+	}
 	s->store = g_array_new(FALSE, FALSE, sizeof(StoredFd));
 	g_array_set_clear_func(s->store, stored_fd_clear);
 	s->thread = g_thread_new("supervisor", supervisor_thread, s);
@@ -144,8 +154,8 @@ void supervisor_free(Supervisor *s)
 	g_array_unref(s->store);
 	close(s->sock);
 	unlink(s->path);
-	g_mutex_clear(&s->lock);
-	g_cond_clear(&s->changed);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->changed);
 	g_free(s->path);
 	g_free(s);
 }
@@ -159,22 +169,29 @@ unsigned supervisor_ready_count(Supervisor *s)
 {
 	unsigned n;
 
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	n = s->ready;
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 	return n;
 }
 
 bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms)
 {
-	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+	struct timespec end;
 	bool ok;
 
-	g_mutex_lock(&s->lock);
-	while (s->ready <= after && g_cond_wait_until(&s->changed, &s->lock, end))
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += timeout_ms / 1000;
+	end.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (s->ready <= after && pthread_cond_timedwait(&s->changed, &s->lock, &end) == 0)
 		;
 	ok = s->ready > after;
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 	return ok;
 }
 
@@ -182,11 +199,11 @@ unsigned supervisor_stored(Supervisor *s, const char *prefix)
 {
 	unsigned n = 0;
 
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	for (guint i = 0; i < s->store->len; i++)
 		if (g_str_has_prefix(g_array_index(s->store, StoredFd, i).name, prefix))
 			n++;
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 	return n;
 }
 
@@ -194,19 +211,19 @@ int supervisor_stored_fd(Supervisor *s, const char *name)
 {
 	int fd = -1;
 
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	for (guint i = 0; i < s->store->len && fd < 0; i++)
 		if (strcmp(g_array_index(s->store, StoredFd, i).name, name) == 0)
 			fd = g_array_index(s->store, StoredFd, i).fd;
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 	return fd;
 }
 
 void supervisor_clear(Supervisor *s)
 {
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	g_array_set_size(s->store, 0);
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 }
 
 GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
@@ -218,7 +235,7 @@ GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
 	unsigned n;
 	pid_t pid;
 
-	g_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->lock);
 	n = s->store->len;
 	fds = g_new(int, MAX(n, 1u));
 	for (unsigned i = 0; i < n; i++) {
@@ -229,7 +246,7 @@ GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
 		g_assert_cmpint(fds[i], >=, 0);
 		g_string_append_printf(names, "%s%s", i ? ":" : "", e->name);
 	}
-	g_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
 	for (char **e = envp; *e; e++)
 		if (!g_str_has_prefix(*e, "LISTEN_") && !g_str_has_prefix(*e, "NOTIFY_SOCKET="))
 			g_ptr_array_add(env, g_strdup(*e));

@@ -458,6 +458,14 @@ check_not "rdma_client's connect did not fail" 'guest\| rdma_connect:'
 check "the guest's CM sent DREQ when rdma_client ended" "$A TX +DREQ "
 check "responder answered the DREQ" '^resp\| DREQ .*-> DREP, connection closed'
 check "DREP routed back to QEMU" "$A RX +DREP "
+# The daemon executes itself again between two connections; QEMU is not
+# told and never registers its GIDs again.
+check "the rxe0 daemon executed itself again under the running QEMU" \
+	'^muxA\| .*took over [1-9][0-9]* clients from the previous process'
+check "rdma_client connected again through the new image, QEMU untouched" \
+	'^guest\| INNER-RDMA-CLIENT2 connected'
+check_count "the responder saw both connections ESTABLISHED" \
+	'^resp\| RTU .*-> connection ESTABLISHED' 2
 check "the inner guest finished its steps" '^guest\| INNER-DONE rc=0'
 check "outer verdict" '^OUTER-RESULT rc=0'
 
