@@ -284,6 +284,42 @@ void daemon_restart(Daemon *d)
 	daemon_spawn(d);
 }
 
+void harness_add_fixture_tests(const HarnessTest *tests, size_t n, size_t fixture_size,
+			       GTestFixtureFunc teardown)
+{
+	for (size_t i = 0; i < n; i++)
+		g_test_add_vtable(tests[i].path, fixture_size, tests[i].data, tests[i].setup,
+				  tests[i].test, teardown);
+}
+
+unsigned daemon_open_fds(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)d->pid);
+	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+	unsigned n = 0;
+
+	g_assert_nonnull(dir);
+	while (g_dir_read_name(dir))
+		n++;
+	return n;
+}
+
+double daemon_cpu_seconds(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)d->pid);
+	g_autofree char *text = NULL;
+	unsigned long utime = 0, stime = 0;
+	const char *p;
+
+	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	/* The fields after the command name, which may hold spaces. */
+	p = strrchr(text, ')');
+	g_assert_nonnull(p);
+	g_assert_cmpint(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			       &utime, &stime), ==, 2);
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
 void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

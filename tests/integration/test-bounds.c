@@ -268,35 +268,6 @@ static void test_register_timeout(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(out, "registered no GID in time"));
 }
 
-/* The daemon's CPU time so far, in seconds (utime + stime). */
-static double daemon_cpu_seconds(const Daemon *d)
-{
-	g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)d->pid);
-	g_autofree char *text = NULL;
-	unsigned long utime = 0, stime = 0;
-	const char *p;
-
-	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
-	/* Fields after the command name, which may hold spaces. */
-	p = strrchr(text, ')');
-	g_assert_nonnull(p);
-	g_assert_cmpint(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-			       &utime, &stime), ==, 2);
-	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static unsigned daemon_open_fds(const Daemon *d)
-{
-	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)d->pid);
-	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-	unsigned n = 0;
-
-	g_assert_nonnull(dir);
-	while (g_dir_read_name(dir))
-		n++;
-	return n;
-}
-
 /*
  * At its fd limit the daemon stops watching the listening socket instead
  * of waking on it without end (it burnt a whole CPU); the clients that
@@ -375,25 +346,17 @@ static void test_max_clients_clamped(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *path;
-		const void *data;
-		void (*setup)(Fixture *, gconstpointer);
-		void (*test)(Fixture *, gconstpointer);
-	} tests[] = {
-		{ "/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody },
-		{ "/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_setup, test_qemu_order_behind_a_slow_send },
-		{ "/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_uid_limit },
-		{ "/bounds/register-timeout", register_opts, limits_setup, test_register_timeout },
-		{ "/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion },
-		{ "/bounds/max-clients-clamped", NULL, limits_setup, test_max_clients_clamped },
+	static const HarnessTest tests[] = {
+		HARNESS_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody),
+		HARNESS_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_setup, test_qemu_order_behind_a_slow_send),
+		HARNESS_TEST("/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_uid_limit),
+		HARNESS_TEST("/bounds/register-timeout", register_opts, limits_setup, test_register_timeout),
+		HARNESS_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion),
+		HARNESS_TEST("/bounds/max-clients-clamped", NULL, limits_setup, test_max_clients_clamped),
 	};
 
 	g_test_init(&argc, &argv, NULL);
-	for (size_t i = 0; i < G_N_ELEMENTS(tests); i++)
-		/* The casts are the ones g_test_add() makes. */
-		g_test_add_vtable(tests[i].path, sizeof(Fixture), tests[i].data,
-				  (GTestFixtureFunc)tests[i].setup, (GTestFixtureFunc)tests[i].test,
-				  (GTestFixtureFunc)fixture_teardown);
+	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
+				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
 	return g_test_run();
 }

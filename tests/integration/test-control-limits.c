@@ -310,18 +310,17 @@ static void test_refusal_is_explained(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
+	static const HarnessTest tests[] = {
+		HARNESS_TEST("/control/allow-lists", allow_opts, fixture_setup, test_allow_lists),
+		HARNESS_TEST("/control/allow-lists-open-mode", allow_open_opts, fixture_setup, test_allow_lists_open_mode),
+		HARNESS_TEST("/control/default-mode", NULL, fixture_setup, test_default_mode),
+		HARNESS_TEST("/control/flood-after-command", NULL, fixture_setup, test_flood_after_command),
+		HARNESS_TEST("/control/trace-readers", NULL, fixture_setup, test_trace_readers),
+		HARNESS_TEST("/control/refusal-is-explained", NULL, fixture_setup, test_refusal_is_explained),
+	};
+
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/control/allow-lists", Fixture, allow_opts, fixture_setup, test_allow_lists,
-		   fixture_teardown);
-	g_test_add("/control/allow-lists-open-mode", Fixture, allow_open_opts, fixture_setup,
-		   test_allow_lists_open_mode, fixture_teardown);
-	g_test_add("/control/default-mode", Fixture, NULL, fixture_setup, test_default_mode,
-		   fixture_teardown);
-	g_test_add("/control/flood-after-command", Fixture, NULL, fixture_setup,
-		   test_flood_after_command, fixture_teardown);
-	g_test_add("/control/trace-readers", Fixture, NULL, fixture_setup,
-		   test_trace_readers, fixture_teardown);
-	g_test_add("/control/refusal-is-explained", Fixture, NULL, fixture_setup,
-		   test_refusal_is_explained, fixture_teardown);
+	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
+				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
 	return g_test_run();
 }

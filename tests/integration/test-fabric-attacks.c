@@ -423,26 +423,18 @@ static void test_req_flood(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *path;
-		const void *data;
-		void (*setup)(Fixture *, gconstpointer);
-		void (*test)(Fixture *, gconstpointer);
-	} tests[] = {
-		{ "/fabric-attacks/forged-session-mads", NULL, fixture_setup, test_forged_session_mads },
-		{ "/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_state },
-		{ "/fabric-attacks/wire-ids-unpredictable", NULL, fixture_setup, test_wire_ids_unpredictable },
-		{ "/fabric-attacks/loopback-dreq", NULL, fixture_setup, test_loopback_dreq },
-		{ "/fabric-attacks/req-to-unowned-gid", NULL, fixture_setup, test_req_to_unowned_gid },
-		{ "/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_gid_index_reused },
-		{ "/fabric-attacks/req-flood", flood_opts, fixture_setup, test_req_flood },
+	static const HarnessTest tests[] = {
+		HARNESS_TEST("/fabric-attacks/forged-session-mads", NULL, fixture_setup, test_forged_session_mads),
+		HARNESS_TEST("/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_state),
+		HARNESS_TEST("/fabric-attacks/wire-ids-unpredictable", NULL, fixture_setup, test_wire_ids_unpredictable),
+		HARNESS_TEST("/fabric-attacks/loopback-dreq", NULL, fixture_setup, test_loopback_dreq),
+		HARNESS_TEST("/fabric-attacks/req-to-unowned-gid", NULL, fixture_setup, test_req_to_unowned_gid),
+		HARNESS_TEST("/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_gid_index_reused),
+		HARNESS_TEST("/fabric-attacks/req-flood", flood_opts, fixture_setup, test_req_flood),
 	};
 
 	g_test_init(&argc, &argv, NULL);
-	for (size_t i = 0; i < G_N_ELEMENTS(tests); i++)
-		/* The casts are the ones g_test_add() makes. */
-		g_test_add_vtable(tests[i].path, sizeof(Fixture), tests[i].data,
-				  (GTestFixtureFunc)tests[i].setup, (GTestFixtureFunc)tests[i].test,
-				  (GTestFixtureFunc)fixture_teardown);
+	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
+				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
 	return g_test_run();
 }

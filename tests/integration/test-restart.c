@@ -103,18 +103,6 @@ static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
 	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
 }
 
-static unsigned open_fds(GPid pid)
-{
-	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
-	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-	unsigned n = 0;
-
-	g_assert_nonnull(dir);
-	while (g_dir_read_name(dir))
-		n++;
-	return n;
-}
-
 static unsigned count_in_output(const Daemon *d, const char *needle)
 {
 	g_autofree char *out = daemon_output(d);
@@ -216,9 +204,9 @@ static void restart_during_handshakes(Fixture *f, int sig)
 		if (f->sup)
 			g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
 		if (round == 0)
-			fds_first = open_fds(f->da->pid);
+			fds_first = daemon_open_fds(f->da);
 		else
-			g_assert_cmpuint(open_fds(f->da->pid), ==, fds_first);
+			g_assert_cmpuint(daemon_open_fds(f->da), ==, fds_first);
 	}
 	/* No MAD came twice, and none went astray. */
 	for (int i = 0; i < PAIRS; i++) {
@@ -289,16 +277,16 @@ static void test_other_version_refused(Fixture *f, gconstpointer data)
 
 int main(int argc, char **argv)
 {
+	static const HarnessTest tests[] = {
+		HARNESS_TEST("/restart/sigterm-handoff", NULL, fixture_setup, test_sigterm_handoff),
+		HARNESS_TEST("/restart/sigkill-restart", NULL, fixture_setup, test_sigkill_restart),
+		HARNESS_TEST("/restart/sighup-reexec", "no supervisor", fixture_setup, test_sighup_reexec),
+		HARNESS_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_means_stop),
+		HARNESS_TEST("/restart/other-version-refused", NULL, fixture_setup, test_other_version_refused),
+	};
+
 	g_test_init(&argc, &argv, NULL);
-	g_test_add("/restart/sigterm-handoff", Fixture, NULL, fixture_setup, test_sigterm_handoff,
-		   fixture_teardown);
-	g_test_add("/restart/sigkill-restart", Fixture, NULL, fixture_setup, test_sigkill_restart,
-		   fixture_teardown);
-	g_test_add("/restart/sighup-reexec", Fixture, "no supervisor", fixture_setup,
-		   test_sighup_reexec, fixture_teardown);
-	g_test_add("/restart/stop-means-stop", Fixture, NULL, fixture_setup, test_stop_means_stop,
-		   fixture_teardown);
-	g_test_add("/restart/other-version-refused", Fixture, NULL, fixture_setup,
-		   test_other_version_refused, fixture_teardown);
+	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
+				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
 	return g_test_run();
 }
