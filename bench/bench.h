@@ -48,6 +48,7 @@ typedef struct Shared {
 	uint32_t wire_mode;    /* enum WireMode */
 	uint32_t wire_ready;   /* the wire process registered on simB */
 	uint32_t record_ids;   /* sink: keep each REQ's LocalCommID in ids[] */
+	uint32_t answer_reqs;  /* sink: answer each REQ with a REP, as a peer's CM */
 	uint32_t lat_on;       /* sink: collect RTU stamps into sink_lat */
 	uint64_t sink_count;   /* MADs the sink took off the wire */
 	uint64_t blast_sent;   /* MADs the blaster sent */
@@ -62,7 +63,16 @@ typedef struct Shared {
 	Hist sink_lat;
 	uint32_t n_ids;
 	uint32_t ids[MAX_WIRE_IDS];
+	/* The IPv4 address in each REQ's source GID (::ffff:a.b.c.d): where
+	 * the blaster sends that session's MADs (they must arrive on the GID
+	 * the session belongs to). */
+	uint32_t id_src[MAX_WIRE_IDS];
 } Shared;
+
+/* The peer's LocalCommID of the session with wire id @w: the REPs and the
+ * blaster's MADs carry it, and the clients' MADs name it (as a peer CM
+ * would have chosen it, unique per session). */
+#define BENCH_PEER_ID(w) ((w) ^ 0x5a5a5a5au)
 
 static inline uint64_t now_ns(void)
 {

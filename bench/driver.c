@@ -174,6 +174,7 @@ void driver_close_all(Driver *d)
 {
 	for (unsigned i = 0; i < d->n; i++) {
 		close(d->conns[i]->fd);
+		free(d->conns[i]->peer);
 		free(d->conns[i]);
 	}
 	free(d->conns);
@@ -221,6 +222,23 @@ static struct rdmacm_mux_msg *conn_append(Conn *c)
 	return m;
 }
 
+/* The peer comm id of session @id (1-based), or 0 while its REP is not in. */
+static uint32_t session_peer(const Conn *c, uint32_t id)
+{
+	return c->peer && id >= 1 && id <= c->n_sess ? c->peer[id - 1] : 0;
+}
+
+/* A REP for one of this client's sessions: learn its peer's comm id. */
+static void note_rep(Conn *c, const uint8_t *mad)
+{
+	uint32_t k = mad_remote(mad) - c->id_base - 1;
+
+	if (c->peer && k < c->n_sess && !c->peer[k]) {
+		c->peer[k] = mad_local(mad);
+		c->reps++;
+	}
+}
+
 /* An RTU on one of this client's sessions (it changes nothing once established). */
 static void put_rtu(Conn *c, struct rdmacm_mux_msg *m, uint64_t stamp)
 {
@@ -228,6 +246,7 @@ static void put_rtu(Conn *c, struct rdmacm_mux_msg *m, uint64_t stamp)
 
 	memcpy(m, &c->tmpl, FRAME_SIZE);
 	mad_set_local(m->umad.mad, c->id_base + id);
+	mad_set_remote(m->umad.mad, session_peer(c, id));
 	mad_set_tid(m->umad.mad, driver_next_tid());
 	c->sent++;
 	memcpy(m->umad.mad + MAD_OFF_STAMP, &stamp, sizeof(stamp));
@@ -360,6 +379,8 @@ static void conn_read(Driver *d, Conn *c, DriveMode mode)
 				continue;
 			}
 			c->inbound++;
+			if (c->peer && mad_attr(m->umad.mad) == CM_REP)
+				note_rep(c, m->umad.mad);
 			if (mode == DRIVE_HANDSHAKE) {
 				hs_inbound(d, c, m);
 			} else if (d->lat_on) {
@@ -428,6 +449,7 @@ static int setup_pass(Driver *d, bool rtu, uint64_t *errors)
 				c->sent++;
 				if (rtu) {
 					mad_set_local(m->umad.mad, c->id_base + (uint32_t)c->sent);
+					mad_set_remote(m->umad.mad, session_peer(c, (uint32_t)c->sent));
 					mad_set_tid(m->umad.mad, driver_next_tid());
 				} else {
 					mad_build_req(m->umad.mad, c->id_base + (uint32_t)c->sent, c->gid,
@@ -454,6 +476,33 @@ void driver_plan_sessions(Driver *d, uint32_t total)
 
 		c->n_sess = i < na ? total / na + (i < total % na ? 1 : 0) : 0;
 		c->id_base = driver_comm_ids(c->n_sess) - 1;
+		free(c->peer);
+		c->peer = c->n_sess ? calloc(c->n_sess, sizeof(uint32_t)) : NULL;
+		c->reps = 0;
+	}
+}
+
+/* Read until @total REPs came, or 30 s passed. */
+static int wait_reps(Driver *d, uint32_t total)
+{
+	uint64_t deadline = now_ns() + 30000000000ull;
+
+	for (;;) {
+		struct epoll_event evs[256];
+		uint64_t reps = 0;
+		int n;
+
+		for (unsigned i = 0; i < d->n; i++)
+			reps += d->conns[i]->reps;
+		if (reps >= total)
+			return 0;
+		if (now_ns() > deadline) {
+			fprintf(stderr, "bench: %llu of %u REPs came\n", (unsigned long long)reps, total);
+			return -ETIMEDOUT;
+		}
+		n = epoll_wait(d->ep, evs, 256, 100);
+		for (int k = 0; k < n; k++)
+			conn_read(d, evs[k].data.ptr, DRIVE_RX);
 	}
 }
 
@@ -463,7 +512,13 @@ int driver_setup_sessions(Driver *d, uint32_t total, uint64_t *errors)
 
 	*errors = 0;
 	driver_plan_sessions(d, total);
+	/* The sink answers the REQs as a peer's CM would. */
+	__atomic_store_n(&d->sh->answer_reqs, 1, __ATOMIC_RELEASE);
 	e = setup_pass(d, false, errors);
+	/* The RTUs name the peers' comm ids: wait for every REP. */
+	if (e >= 0)
+		e = wait_reps(d, total);
+	__atomic_store_n(&d->sh->answer_reqs, 0, __ATOMIC_RELEASE);
 	return e < 0 ? e : setup_pass(d, true, errors);
 }
 

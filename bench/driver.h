@@ -18,6 +18,8 @@ typedef struct Conn {
 	int gid_index;	   /* the GID's index in simA's table */
 	uint32_t n_sess;   /* sessions: comm ids id_base + 1 .. id_base + n_sess */
 	uint32_t id_base;  /* from driver_comm_ids(): no other client has these */
+	uint32_t *peer;	   /* each session's peer comm id, from its REP (n_sess) */
+	uint32_t reps;	   /* REPs seen while sessions were set up */
 	uint64_t rng;
 	bool slow;	   /* never reads during a run */
 	bool uncounted;	   /* its inbound MADs and failed requests are in no figure */

@@ -4,7 +4,9 @@
  *
  *  - the wire process on simB: a sink that counts what the relay under
  *    test sends (and keeps the wire ids of REQs, and the latency of stamped
- *    RTUs), and a blaster that sends RTUs to live sessions for the RX rows;
+ *    RTUs; while sessions are set up it answers each REQ with a REP, as a
+ *    peer's CM would), and a blaster that sends RTUs to live sessions for
+ *    the RX rows, as their peer (its comm id, to the session's GID);
  *  - the limit probe on simA: the least a relay must do, to compare with.
  *    It reads 360-byte frames from its clients and does one umad_send (one
  *    write into the peer's packet FIFO) per MAD; for the QEMU pattern it
@@ -60,15 +62,39 @@ static void drain_ctl(int ctl_fd)
 		;
 }
 
-static void sink_one(Shared *sh, const uint8_t *mad, uint64_t now)
+/* Answer the REQ in @rx as the peer's CM would: a REP naming the sender's
+ * comm id, from the GID it was sent to. */
+static void answer_req(int fd, int agent, const void *rx)
 {
+	static uint8_t tx[sizeof(struct ib_user_mad) + 256];
+	const uint8_t *req = umad_get_mad((void *)rx);
+	uint32_t wire = mad_local(req);
+	ib_mad_addr_t *a;
+
+	memcpy(tx, rx, umad_size() + 256);
+	mad_build(umad_get_mad(tx), CM_REP, BENCH_PEER_ID(wire), wire, mad_tid(req));
+	a = umad_get_mad_addr(tx);
+	a->qpn = htobe32(1);
+	a->qkey = htobe32(QP1_QKEY);
+	a->grh_present = 1;
+	a->gid_index = 1; /* simB's ::ffff:10.0.2.1, where the REQ went */
+	a->hop_limit = 64;
+	(void)umad_send(fd, agent, tx, 256, 0, 0);
+}
+
+static void sink_one(Shared *sh, int fd, int agent, const void *rx, uint64_t now)
+{
+	const uint8_t *mad = umad_get_mad((void *)rx);
 	uint16_t attr = mad_attr(mad);
 
+	if (attr == CM_REQ && __atomic_load_n(&sh->answer_reqs, __ATOMIC_RELAXED))
+		answer_req(fd, agent, rx);
 	if (attr == CM_REQ && __atomic_load_n(&sh->record_ids, __ATOMIC_RELAXED)) {
 		uint32_t n = sh->n_ids;
 
 		if (n < MAX_WIRE_IDS) {
 			sh->ids[n] = mad_local(mad);
+			memcpy(&sh->id_src[n], umad_get_mad_addr((void *)rx)->gid + 12, 4);
 			__atomic_store_n(&sh->n_ids, n + 1, __ATOMIC_RELEASE);
 		}
 	} else if (attr == CM_RTU && __atomic_load_n(&sh->lat_on, __ATOMIC_RELAXED)) {
@@ -111,7 +137,10 @@ static void blast(Shared *sh, int fd, int agent, void *umad)
 
 			/* the index one step ahead, prefetched: at 1M sessions the
 			 * blaster's own cache misses must not pace the RX rows */
+			/* the session's peer, to the GID the session belongs to */
+			mad_set_local(mad, BENCH_PEER_ID(sh->ids[pick]));
 			mad_set_remote(mad, sh->ids[pick]);
+			memcpy(a->gid + 12, &sh->id_src[pick], 4);
 			pick = rng_next(&rng) % n;
 			__builtin_prefetch(&sh->ids[pick]);
 			mad_set_tid_low(mad, (uint32_t)tid++);
@@ -163,7 +192,7 @@ void wire_main(Shared *sh, int ctl_fd)
 
 			if (umad_recv(fd, umad, &len, 0) < 0)
 				break;
-			sink_one(sh, umad_get_mad(umad), now_ns());
+			sink_one(sh, fd, agent, umad, now_ns());
 		}
 	}
 	umad_close_port(fd);

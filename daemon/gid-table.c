@@ -18,6 +18,7 @@ typedef struct GidEntry {
 
 struct GidTable {
 	char *dir; /* .../ports/N */
+	char *gids_dir; /* .../ports/N/gids */
 	unsigned size;
 	GidEntry *gids;
 	uint8_t *types;
@@ -137,6 +138,7 @@ int gid_table_open(const char *dev, int port, GidTable **ret)
 
 	t->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d",
 				 root && *root ? root : "/sys", dev, port);
+	t->gids_dir = g_strdup_printf("%s/gids", t->dir);
 	r = gid_table_reload(t);
 	if (r < 0)
 		return r;
@@ -153,6 +155,7 @@ void gid_table_free(GidTable *t)
 	g_free(t->gids);
 	g_free(t->types);
 	g_free(t->dir);
+	g_free(t->gids_dir);
 	g_free(t);
 }
 
@@ -176,9 +179,45 @@ int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN])
  * (an address that moved changes more than one entry, and the index
  * lookup must follow).
  */
+/* The GID as sysfs prints it: eight groups of four hex digits, no
+ * newline ("0000:...:ffff:0a00:0101"); @buf holds GID_SYSFS_LEN + 1. */
+#define GID_SYSFS_LEN 39
+static void gid_sysfs_text(const uint8_t raw[GID_LEN], char *buf)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *p = buf;
+
+	for (unsigned i = 0; i < GID_LEN; i++) {
+		*p++ = hex[raw[i] >> 4];
+		*p++ = hex[raw[i] & 15];
+		if (i % 2 && i < GID_LEN - 1)
+			*p++ = ':';
+	}
+	*p = '\0';
+}
+
+/* ".../gids/INDEX" in @buf, without snprintf: this runs per MAD batch. */
+static const char *gid_entry_path(const GidTable *t, unsigned index, char *buf, size_t len)
+{
+	char digits[12];
+	size_t n = 0, dir = strlen(t->gids_dir);
+
+	do
+		digits[n++] = (char)('0' + index % 10);
+	while ((index /= 10) && n < sizeof(digits));
+	if (dir + 1 + n + 1 > len)
+		return NULL;
+	memcpy(buf, t->gids_dir, dir);
+	buf[dir++] = '/';
+	while (n)
+		buf[dir++] = digits[--n];
+	buf[dir] = '\0';
+	return buf;
+}
+
 static void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
 {
-	char path[4096], text[128];
+	char path[4096], text[128], expect[GID_SYSFS_LEN + 1];
 	uint8_t now[GID_LEN];
 
 	t->epoch = epoch;
@@ -189,9 +228,19 @@ static void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
 	}
 	if (t->gids[index].verified_epoch == epoch)
 		return;
-	snprintf(path, sizeof(path), "%s/gids/%u", t->dir, index);
-	if (read_small_file(path, text, sizeof(text)) < 0 || gid_from_string(text, now) < 0)
+	if (!gid_entry_path(t, index, path, sizeof(path)) ||
+	    read_small_file(path, text, sizeof(text)) < 0) {
 		memset(now, 0, GID_LEN);
+	} else {
+		/* Unchanged, the text is what we would print: no parse. */
+		gid_sysfs_text(t->gids[index].raw, expect);
+		if (strcmp(text, expect) == 0) {
+			t->gids[index].verified_epoch = epoch;
+			return;
+		}
+		if (gid_from_string(text, now) < 0)
+			memset(now, 0, GID_LEN);
+	}
 	if (gid_equal(now, t->gids[index].raw)) {
 		t->gids[index].verified_epoch = epoch;
 		return;

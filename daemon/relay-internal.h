@@ -126,8 +126,9 @@ struct Relay {
 	/* Peer-started half-open sessions per (client, peer): RelayPeerKey ->
 	 * count, for each peer's fair share of a client's budget. */
 	GHashTable *half_open_peers;
-	/* Advanced at every wake-up of the loop: the GID-table entries the
-	 * relay acts on are re-read once per epoch (gid-table.h). */
+	/* The GID-table entries the relay acts on are re-read once per epoch
+	 * (gid-table.h): a millisecond of the loop's clock
+	 * (relay_next_gid_epoch()). */
 	uint64_t gid_epoch;
 	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
@@ -150,6 +151,13 @@ void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 
 /* The loop's notion of now (monotonic usec): one value per dispatch. */
 uint64_t relay_now(const Relay *r);
+/*
+ * Start the GID epoch of a dispatch: the loop's millisecond. An entry is
+ * read again from sysfs at most once a millisecond, not at each of the
+ * tens of thousands of wake-ups a second under load (three syscalls and a
+ * parse each); a GID that moves is seen within a millisecond.
+ */
+void relay_next_gid_epoch(Relay *r);
 /* The live client with @id, or NULL. */
 RelayClient *relay_client_lookup(Relay *r, uint32_t id);
 /**

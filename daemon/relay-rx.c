@@ -411,7 +411,7 @@ int relay_rx_on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *user
 	(void)fd;
 	(void)revents;
 	r->dispatch_now = relay_now(r);
-	r->gid_epoch++;
+	relay_next_gid_epoch(r);
 	relay_rx_batch(r);
 	r->dispatch_now = 0;
 	return 0;

@@ -34,6 +34,14 @@ uint64_t relay_now(const Relay *r)
 
 /* ---- clients ---- */
 
+void relay_next_gid_epoch(Relay *r)
+{
+	uint64_t ms = relay_now(r) / 1000;
+
+	/* Never backwards, and never the epoch 0 that fresh entries carry. */
+	r->gid_epoch = MAX(r->gid_epoch, ms + 1);
+}
+
 void relay_mark_dirty(Relay *r, RelayClient *c)
 {
 	if (c->dirty)
@@ -599,7 +607,7 @@ static int relay_on_resume(sd_event_source *s, void *userdata)
 	(void)s;
 	r->resumed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 	r->dispatch_now = relay_now(r);
-	r->gid_epoch++;
+	relay_next_gid_epoch(r);
 	for (guint i = 0; i < ids->len; i++) {
 		RelayClient *c = relay_client_lookup(r, g_array_index(ids, uint32_t, i));
 
@@ -624,7 +632,7 @@ static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, voi
 	(void)revents;
 	n = epoll_wait(r->client_ep, evs, RELAY_CLIENT_EVENTS, 0);
 	r->dispatch_now = relay_now(r);
-	r->gid_epoch++;
+	relay_next_gid_epoch(r);
 	if (session_table_count(r->sessions) >= RELAY_WARM_SESSIONS)
 		relay_tx_warm_ready(r, evs, n);
 	for (int i = 0; i < n; i++) {

@@ -18,6 +18,8 @@
 #define UMAD_SENDER_MAX_DESTS 4096u
 
 /* Where a MAD goes: the source GID index and destination GID, or the DLID. */
+#define UMAD_SENDER_RECENT 16
+
 typedef struct UmadSendKey {
 	uint8_t gid[GID_LEN];
 	uint16_t dlid;
@@ -53,6 +55,10 @@ struct UmadSender {
 	void *userdata;
 	/* the loop's */
 	GHashTable *dests; /* UmadSendKey -> UmadSendDest (owned) */
+	/* The destinations looked up last, by a cheap slot of their key: every
+	 * MAD sent at once looks its destination up twice (route, note), and a
+	 * hash lookup of a 20-byte key is most of what that costs. */
+	UmadSendDest *recent[UMAD_SENDER_RECENT];
 	unsigned pending;
 	unsigned n_threads;
 	UmadSenderThread *threads;
@@ -118,6 +124,7 @@ static void umad_sender_prune(UmadSender *s, uint64_t now)
 
 	if (g_hash_table_size(s->dests) < UMAD_SENDER_MAX_DESTS)
 		return;
+	memset(s->recent, 0, sizeof(s->recent));
 	g_hash_table_iter_init(&it, s->dests);
 	while (g_hash_table_iter_next(&it, NULL, &value)) {
 		UmadSendDest *d = value;
@@ -134,10 +141,24 @@ static void umad_sender_prune(UmadSender *s, uint64_t now)
 	}
 }
 
+/* The destination of @k, or NULL: the recent slot first, then the table. */
+static UmadSendDest *umad_sender_find(UmadSender *s, const UmadSendKey *k)
+{
+	unsigned slot = (k->gid[15] ^ k->gid_index ^ k->dlid) % UMAD_SENDER_RECENT;
+	UmadSendDest *d = s->recent[slot];
+
+	if (d && memcmp(&d->key, k, sizeof(*k)) == 0)
+		return d;
+	d = g_hash_table_lookup(s->dests, k);
+	if (d)
+		s->recent[slot] = d;
+	return d;
+}
+
 int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now)
 {
 	UmadSendKey k = umad_sender_key(buf);
-	UmadSendDest *d = g_hash_table_lookup(s->dests, &k);
+	UmadSendDest *d = umad_sender_find(s, &k);
 
 	if (!d)
 		return UMAD_SEND_QUEUE;
@@ -152,7 +173,7 @@ int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now)
 void umad_sender_note(UmadSender *s, const UmadBuffer *buf, int result, uint64_t now)
 {
 	UmadSendKey k = umad_sender_key(buf);
-	UmadSendDest *d = g_hash_table_lookup(s->dests, &k);
+	UmadSendDest *d = umad_sender_find(s, &k);
 
 	if (d)
 		umad_sender_update(s, d, result, now);
