@@ -215,10 +215,15 @@ int soak_proc_fds(pid_t pid, const char *fabric_dir, SoakFds *out)
 			continue;
 		link = g_build_filename(path, e->d_name, NULL);
 		target = g_file_read_link(link, NULL);
+		/* Closed between readdir() and here: not open. Counting it as
+		 * "other" once made a daemon busy closing its clients' sockets
+		 * look as if it had closed them all and leaked as many fds. */
+		if (!target)
+			continue;
 		out->total++;
-		if (target && g_str_has_prefix(target, "socket:"))
+		if (g_str_has_prefix(target, "socket:"))
 			out->sockets++;
-		else if (target && g_str_has_prefix(target, fabric_dir))
+		else if (g_str_has_prefix(target, fabric_dir))
 			out->fabric++;
 		else
 			out->other++;

@@ -49,8 +49,8 @@ vm_pingpong pa2 muxA 10.0.1.2 serve -c 1 -t 60
 vm_wait_registered qb1 pa2
 # --hold: each active side keeps its connection established this long
 # before its own DREQ, which covers the forging below.
-vm_qemu_client qa1 muxA 10.0.1.1 connect "$G21" --hold 6000
-vm_qemu_client qb2 muxB 10.0.2.2 connect "$G12" --hold 6000
+vm_qemu_client qa1 muxA 10.0.1.1 connect "$G21" --hold 15000
+vm_qemu_client qb2 muxB 10.0.2.2 connect "$G12" --hold 15000
 vm_wait_grep /tmp/qa1.out "connection 1 established" 20 ||
 	vm_die "qa1 did not connect: $(cat /tmp/qa1.out)"
 vm_wait_grep /tmp/pa2.out "connection 0x00000001 established" 20 ||
