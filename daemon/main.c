@@ -308,6 +308,17 @@ static void control_bind(Daemon *d)
 
 /* The sockets systemd passed, or our own: a failure is logged where it
  * happens. */
+/* Close every fd a table holds as its values. */
+static void close_fd_values(GHashTable *t)
+{
+	GHashTableIter it;
+	gpointer value;
+
+	g_hash_table_iter_init(&it, t);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		close(GPOINTER_TO_INT(value));
+}
+
 static bool is_stored_fd_name(const char *name)
 {
 	uint32_t id;
@@ -369,11 +380,7 @@ static void handoff_setup(Daemon *d)
 	 * re-execution (SIGHUP). */
 	if (!fd_store_enabled() && state_fd < 0) {
 		/* Passed, but nobody would keep them from now on. */
-		GHashTableIter ci;
-
-		g_hash_table_iter_init(&ci, clients);
-		while (g_hash_table_iter_next(&ci, NULL, &value))
-			close(GPOINTER_TO_INT(value));
+		close_fd_values(clients);
 		if (state_fd >= 0)
 			close(state_fd);
 		if (sessions_fd >= 0)
@@ -553,12 +560,7 @@ static void daemon_clear(Daemon *d)
 	if (d->control_bound && !d->handing_off)
 		(void)unlink(d->control_path);
 	if (d->stored) {
-		GHashTableIter it;
-		gpointer value;
-
-		g_hash_table_iter_init(&it, d->stored);
-		while (g_hash_table_iter_next(&it, NULL, &value))
-			close(GPOINTER_TO_INT(value));
+		close_fd_values(d->stored);
 		g_hash_table_destroy(d->stored);
 	}
 	sd_event_unref(d->event);
