@@ -61,7 +61,8 @@ static const char *caps_text(uint64_t caps, char *buf, size_t len)
 
 /* ---- status ---- */
 
-void control_answer_status(Relay *relay, const ControlConfig *cfg, GString *out, bool json)
+void control_answer_status(Relay *relay, const ControlConfig *cfg, const ControlStats *stats,
+			   GString *out, bool json)
 {
 	const UmadPort *port = relay_port(relay);
 	const RelayCounters *k = relay_counters(relay);
@@ -103,6 +104,13 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, GString *out,
 		json_u64(&j, "rx_dropped", dropped);
 		json_u64(&j, "tx_refused", refused);
 		json_end_object(&j);
+		json_begin_object(&j, "control");
+		json_u64(&j, "trace_readers", stats->trace_readers);
+		json_u64(&j, "max_trace_readers", cfg->max_trace_readers);
+		json_u64(&j, "trace_readers_refused", stats->trace_readers_refused);
+		json_u64(&j, "trace_readers_shed", stats->trace_readers_shed);
+		json_u64(&j, "closed_for_sending", stats->closed_for_sending);
+		json_end_object(&j);
 		json_end_object(&j);
 		g_string_append_c(out, '\n');
 		return;
@@ -124,12 +132,16 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, GString *out,
 			       "GIDs:           %u\n"
 			       "sessions:       %u (%zu bytes)\n"
 			       "MADs relayed:   %" PRIu64 " sent, %" PRIu64 " received\n"
-			       "MADs refused:   %" PRIu64 " sent, %" PRIu64 " received\n",
+			       "MADs refused:   %" PRIu64 " sent, %" PRIu64 " received\n"
+			       "trace readers:  %u of %u (%" PRIu64 " refused, %" PRIu64 " shed)\n"
+			       "control closed: %" PRIu64 " (sent more than their command)\n",
 			       port->dev, port->port, link_layer, cfg->socket_path,
 			       cfg->control_path, (int)getpid(), PACKAGE_VERSION, up,
 			       relay_client_count(relay), relay_gid_count(relay),
 			       relay_session_count(relay), relay_session_memory(relay), tx,
-			       rx, refused, dropped);
+			       rx, refused, dropped, stats->trace_readers, cfg->max_trace_readers,
+			       stats->trace_readers_refused, stats->trace_readers_shed,
+			       stats->closed_for_sending);
 }
 
 /* ---- clients ---- */

@@ -13,7 +13,8 @@
 
 #include "control.h"
 
-void control_answer_status(Relay *relay, const ControlConfig *cfg, GString *out, bool json);
+void control_answer_status(Relay *relay, const ControlConfig *cfg, const ControlStats *stats,
+			   GString *out, bool json);
 void control_answer_clients(Relay *relay, const ControlConfig *cfg, GString *out, bool json);
 void control_answer_sessions(Relay *relay, const ControlConfig *cfg, GString *out, bool json);
 void control_answer_counters(Relay *relay, GString *out, bool json);

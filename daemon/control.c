@@ -54,6 +54,7 @@ typedef struct ControlConn {
 	uint64_t full_since; /* monotonic usec its trace buffer filled up, or 0 */
 	size_t after_command; /* bytes it sent after its command */
 	bool shed;	      /* a trace reader too slow to keep: closing */
+	struct ucred cred;    /* as accepted, for log lines */
 } ControlConn;
 
 struct Control {
@@ -63,7 +64,7 @@ struct Control {
 	int listen_fd;
 	Listener *listener;
 	GPtrArray *conns; /* ControlConn* (owned) */
-	uint32_t tracing; /* connections in CONN_TRACING */
+	ControlStats stats;
 };
 
 void control_config_init(ControlConfig *cfg, const char *socket_path, const char *control_path)
@@ -95,7 +96,7 @@ static void conn_free(ControlConn *k)
 	sd_event_source_disable_unref(k->io);
 	sd_event_source_disable_unref(k->timer);
 	if (k->state == CONN_TRACING)
-		k->ctl->tracing--;
+		k->ctl->stats.trace_readers--;
 	if (k->fd >= 0) {
 		char junk[4096];
 
@@ -126,9 +127,9 @@ static void conn_update_events(ControlConn *k)
 {
 	uint32_t events = conn_pending(k) ? EPOLLOUT : 0;
 
-	/* Reading stops once the command is in; a trace reader is still read
-	 * (and its bytes discarded) to notice when it goes away. */
-	if (k->state != CONN_ANSWERING && !k->eof)
+	/* Read in every state: after the command, to notice a client that
+	 * goes away or keeps sending (its bytes are counted and dropped). */
+	if (!k->eof)
 		events |= EPOLLIN;
 	(void)sd_event_source_set_io_events(k->io, events);
 }
@@ -283,16 +284,18 @@ static void conn_start_trace(ControlConn *k)
 	const UmadPort *port = relay_port(k->ctl->relay);
 
 	/* Each reader costs the relay a formatted line per MAD. */
-	if (k->ctl->tracing >= k->ctl->cfg.max_trace_readers) {
+	if (k->ctl->stats.trace_readers >= k->ctl->cfg.max_trace_readers) {
 		char msg[64];
 
-		log_ratelimited(LOG_WARNING, NULL, "refusing a trace reader: %u trace already",
-				k->ctl->tracing);
+		k->ctl->stats.trace_readers_refused++;
+		log_ratelimited(LOG_WARNING, NULL,
+				"refusing a trace reader (pid %d uid %d): %u trace already",
+				(int)k->cred.pid, (int)k->cred.uid, k->ctl->stats.trace_readers);
 		snprintf(msg, sizeof(msg), "too many trace readers (%u)", k->ctl->cfg.max_trace_readers);
 		conn_error(k, msg);
 		return;
 	}
-	k->ctl->tracing++;
+	k->ctl->stats.trace_readers++;
 	relay_add_event_sink(k->ctl->relay, conn_trace_sink, k);
 	k->sink_added = true;
 	k->state = CONN_TRACING;
@@ -359,7 +362,7 @@ static void conn_command(ControlConn *k, char *line)
 
 	k->state = CONN_ANSWERING;
 	if (strcmp(words[0], "status") == 0)
-		control_answer_status(ctl->relay, &ctl->cfg, k->out, k->json);
+		control_answer_status(ctl->relay, &ctl->cfg, &ctl->stats, k->out, k->json);
 	else if (strcmp(words[0], "clients") == 0)
 		control_answer_clients(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "sessions") == 0)
@@ -416,12 +419,17 @@ static bool conn_read(ControlConn *k)
 			return true;
 		}
 		if (k->state != CONN_READING) {
-			/* Chatter after the command is ignored, up to a point. */
+			/* One command per connection: a line's worth more is
+			 * forgiven (a stray newline, a script's second line),
+			 * whatever state the answer is in; past that the client is
+			 * not talking our protocol and keeps the loop busy. */
 			k->after_command += (size_t)n;
 			if (k->after_command > CONTROL_MAX_AFTER_COMMAND) {
+				k->ctl->stats.closed_for_sending++;
 				log_ratelimited(LOG_WARNING, NULL,
-						"closing a control connection that keeps sending "
-						"after its command");
+						"closing a control connection (pid %d uid %d) that "
+						"keeps sending after its command",
+						(int)k->cred.pid, (int)k->cred.uid);
 				conn_close(k);
 				return false;
 			}
@@ -431,22 +439,26 @@ static bool conn_read(ControlConn *k)
 		k->in_len += (size_t)n;
 		k->in[k->in_len] = '\0';
 		nl = memchr(k->in, '\n', k->in_len);
-		if (nl) {
-			/* A NUL would hide the rest of the line from the parser. */
-			if (memchr(k->in, '\0', (size_t)(nl - k->in))) {
-				conn_error(k, "the command line must be printable ASCII");
-				return true;
-			}
-			*nl = '\0';
-			if (nl > k->in && nl[-1] == '\r')
-				nl[-1] = '\0';
-			conn_command(k, k->in);
-			return true;
-		}
-		if (k->in_len == sizeof(k->in) - 1) {
+		if (!nl && k->in_len < sizeof(k->in) - 1)
+			continue;
+		/* An error goes out before anything more is read: it is short,
+		 * and the connection closes once it is written. */
+		if (!nl) {
 			conn_error(k, "command line too long");
 			return true;
 		}
+		/* A NUL would hide the rest of the line from the parser. */
+		if (memchr(k->in, '\0', (size_t)(nl - k->in))) {
+			conn_error(k, "the command line must be printable ASCII");
+			return true;
+		}
+		k->after_command = k->in_len - (size_t)(nl + 1 - k->in);
+		*nl = '\0';
+		if (nl > k->in && nl[-1] == '\r')
+			nl[-1] = '\0';
+		conn_command(k, k->in);
+		/* Read on (bytes after the command are counted above), so that a
+		 * client that floods is closed before its answer goes out. */
 	}
 }
 
@@ -475,13 +487,16 @@ static int on_conn_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 
 	(void)s;
 	(void)usec;
-	if (k->shed)
-		log_warning("closing a trace reader that stayed %" PRIu64 " ms behind (%" PRIu64
-			    " events lost)",
-			    k->ctl->cfg.trace_shed_usec / 1000, k->lost);
-	else
+	if (k->shed) {
+		k->ctl->stats.trace_readers_shed++;
+		log_warning("closing a trace reader (pid %d uid %d) that stayed %" PRIu64
+			    " ms behind (%" PRIu64 " events lost)",
+			    (int)k->cred.pid, (int)k->cred.uid, k->ctl->cfg.trace_shed_usec / 1000,
+			    k->lost);
+	} else {
 		log_debug("closing control connection on fd %d: %s", k->fd,
 			  k->state == CONN_READING ? "no command in time" : "answer not read in time");
+	}
 	conn_close(k);
 	return 0;
 }
@@ -494,13 +509,14 @@ static void control_refuse(int fd, const char *msg)
 	close(fd);
 }
 
-static int control_add_conn(Control *ctl, int fd)
+static int control_add_conn(Control *ctl, int fd, const struct ucred *cred)
 {
 	ControlConn *k = g_new0(ControlConn, 1);
 	int r;
 
 	k->ctl = ctl;
 	k->fd = fd;
+	k->cred = *cred;
 	k->out = g_string_sized_new(256);
 	g_ptr_array_add(ctl->conns, k);
 	r = sd_event_add_io(ctl->event, &k->io, fd, EPOLLIN, on_conn_io, k);
@@ -519,14 +535,13 @@ static void control_on_accept(int fd, const struct ucred *cred, void *userdata)
 	Control *ctl = userdata;
 	int r;
 
-	(void)cred;
 	if (ctl->conns->len >= ctl->cfg.max_connections) {
 		log_ratelimited(LOG_WARNING, NULL, "refusing a control connection: %u are open already",
 				ctl->conns->len);
 		control_refuse(fd, "error: too many control connections\n");
 		return;
 	}
-	r = control_add_conn(ctl, fd);
+	r = control_add_conn(ctl, fd, cred);
 	if (r < 0)
 		log_ratelimited(LOG_WARNING, NULL, "cannot serve a control connection: %s",
 				strerror(-r));

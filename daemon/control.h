@@ -5,8 +5,9 @@
  * A UNIX stream socket next to the main one, "<main socket path>.ctl",
  * root's only (mode 0600) unless --control-mode/--control-group say
  * otherwise, and behind the main socket's uid/gid allow-lists too: it
- * shows every client's pid, uid and GIDs, and a live trace of their MADs. The daemon serves it on its own sd-event loop,
- * every fd non-blocking and CLOEXEC.
+ * shows every client's pid, uid and GIDs, and a live trace of their MADs.
+ * The daemon serves it on its own sd-event loop, every fd non-blocking and
+ * CLOEXEC.
  *
  * Protocol (text, one command per connection):
  *
@@ -33,10 +34,12 @@
  * Limits: CONTROL_MAX_CONNECTIONS at once, of which max_trace_readers may
  * trace; the command must arrive within 5 s and a snapshot answer must be
  * read within 30 s, or the connection is closed; a client that sends more
- * than CONTROL_MAX_AFTER_COMMAND bytes after its command is closed; a trace
- * reader whose buffer stays full for trace_shed_usec is closed (it loses
- * events before that, and formatting them costs the relay nothing); a snapshot answer is cut at the output limit (what was left out
- * is counted in the answer: "# N more ... not shown", JSON "omitted").
+ * than CONTROL_MAX_AFTER_COMMAND bytes after its command is closed, even
+ * before its answer is out; closing never waits for a client's input to
+ * end; a trace reader whose buffer stays full for trace_shed_usec is
+ * closed (it loses events before that, and formatting them costs the relay
+ * nothing); a snapshot answer is cut at the output limit (what was left
+ * out is counted in the answer: "# N more ... not shown", JSON "omitted").
  */
 #ifndef RDMACM_MUX_CONTROL_H
 #define RDMACM_MUX_CONTROL_H
@@ -55,8 +58,9 @@
 #define CONTROL_MAX_TRACE_READERS 4
 /* A trace reader whose buffer stays full this long is closed. */
 #define CONTROL_TRACE_SHED_USEC (2 * 1000000u)
-/* Bytes a client may send after its command before it is closed. */
-#define CONTROL_MAX_AFTER_COMMAND (64u << 10)
+/* Bytes a client may send after its command before it is closed: one
+ * more line's worth. */
+#define CONTROL_MAX_AFTER_COMMAND CONTROL_MAX_LINE
 
 typedef struct ControlConfig {
 	const char *socket_path;  /* the main socket, shown by status */
@@ -75,6 +79,14 @@ typedef struct ControlConfig {
 
 /* The defaults above, for @socket_path and @control_path. */
 void control_config_init(ControlConfig *cfg, const char *socket_path, const char *control_path);
+
+/* What the control socket did, for status. */
+typedef struct ControlStats {
+	uint32_t trace_readers;		/* tracing now */
+	uint64_t trace_readers_refused; /* over max_trace_readers */
+	uint64_t trace_readers_shed;	/* closed for staying behind */
+	uint64_t closed_for_sending;	/* kept sending after the command */
+} ControlStats;
 
 typedef struct Control Control;
 
