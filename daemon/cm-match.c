@@ -38,16 +38,16 @@ static bool cm_match_state_in(const Session *s, unsigned mask)
 	return (mask >> s->state) & 1u;
 }
 
-#define STATES(...) cm_match_mask((const SessionState[]){ __VA_ARGS__, SESSION_STATE_COUNT })
-
-static unsigned cm_match_mask(const SessionState *states)
-{
-	unsigned mask = 0;
-
-	for (; *states != SESSION_STATE_COUNT; states++)
-		mask |= 1u << *states;
-	return mask;
-}
+/* Sets of states, constants: the checks run for every inbound MAD. */
+#define STATE_BIT(state) (1u << (state))
+/* A REQ was answered with a REP, and the session is not gone yet. */
+#define STATES_ANSWERED \
+	(STATE_BIT(SESSION_REP_SENT) | STATE_BIT(SESSION_ESTABLISHED) | STATE_BIT(SESSION_CLOSING))
+#define STATES_REP_REPEAT (STATE_BIT(SESSION_REP_RCVD) | STATE_BIT(SESSION_ESTABLISHED))
+#define STATES_REQ_REJECTABLE (STATE_BIT(SESSION_REQ_SENT) | STATE_BIT(SESSION_CLOSING))
+#define STATES_PAIRED_REJECTABLE                                                          \
+	(STATE_BIT(SESSION_REQ_RCVD) | STATE_BIT(SESSION_REP_SENT) | STATE_BIT(SESSION_REP_RCVD) | \
+	 STATE_BIT(SESSION_ESTABLISHED) | STATE_BIT(SESSION_CLOSING))
 
 /* A peer's REQ or SIDR_REQ again (the session was found by its id and
  * GIDs): the first kind re-arms the handshake, later ones only pass. */
@@ -57,7 +57,7 @@ static CmMatch cm_match_request(const Session *s, const CmInbound *in)
 		return s->state == SESSION_SIDR_RCVD ? CM_MATCH_ADVANCE : CM_MATCH_BAD_STATE;
 	if (s->state == SESSION_REQ_RCVD)
 		return CM_MATCH_ADVANCE;
-	if (cm_match_state_in(s, STATES(SESSION_REP_SENT, SESSION_ESTABLISHED, SESSION_CLOSING)))
+	if (cm_match_state_in(s, STATES_ANSWERED))
 		return CM_MATCH_REPEAT;
 	return CM_MATCH_BAD_STATE;
 }
@@ -70,7 +70,7 @@ static CmMatch cm_match_rep(const Session *s, const CmInbound *in)
 	if (!cm_match_pair(s, in))
 		return CM_MATCH_SPOOFED;
 	/* ib_cm answers a repeated REP with its RTU (or MRA) again. */
-	if (cm_match_state_in(s, STATES(SESSION_REP_RCVD, SESSION_ESTABLISHED)))
+	if (cm_match_state_in(s, STATES_REP_REPEAT))
 		return CM_MATCH_REPEAT;
 	return CM_MATCH_BAD_STATE;
 }
@@ -81,7 +81,7 @@ static CmMatch cm_match_rej(const Session *s, const CmInbound *in)
 	if (in->msg_rejected == CM_MSG_REQ && in->remote_comm_id != 0) {
 		if (s->peer_comm_id != 0)
 			return CM_MATCH_SPOOFED;
-		return cm_match_state_in(s, STATES(SESSION_REQ_SENT, SESSION_CLOSING))
+		return cm_match_state_in(s, STATES_REQ_REJECTABLE)
 			       ? CM_MATCH_ADVANCE
 			       : CM_MATCH_BAD_STATE;
 	}
@@ -89,8 +89,7 @@ static CmMatch cm_match_rej(const Session *s, const CmInbound *in)
 	 * peer's id already): the pair. */
 	if (!cm_match_pair(s, in))
 		return CM_MATCH_SPOOFED;
-	return cm_match_state_in(s, STATES(SESSION_REQ_RCVD, SESSION_REP_SENT, SESSION_REP_RCVD,
-					   SESSION_ESTABLISHED, SESSION_CLOSING))
+	return cm_match_state_in(s, STATES_PAIRED_REJECTABLE)
 		       ? CM_MATCH_ADVANCE
 		       : CM_MATCH_BAD_STATE;
 }
@@ -145,8 +144,7 @@ CmMatch cm_match_inbound(const Session *s, const CmInbound *in)
 	case CM_ATTR_DREQ:
 		/* A DREQ may overtake the RTU (REP_SENT); on a closing session
 		 * it is a retry, which re-arms the removal timer. */
-		return cm_match_state_in(s, STATES(SESSION_REP_SENT, SESSION_ESTABLISHED,
-						   SESSION_CLOSING))
+		return cm_match_state_in(s, STATES_ANSWERED)
 			       ? CM_MATCH_ADVANCE
 			       : CM_MATCH_BAD_STATE;
 	case CM_ATTR_DREP:

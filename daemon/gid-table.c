@@ -173,12 +173,6 @@ int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN])
 	return v ? (int)GPOINTER_TO_UINT(v) - 1 : -ENOENT;
 }
 
-/*
- * Make entry @index current for @epoch: re-read its sysfs file unless that
- * was done in this epoch already; when it changed, re-read the whole table
- * (an address that moved changes more than one entry, and the index
- * lookup must follow).
- */
 /* The GID as sysfs prints it: eight groups of four hex digits, no
  * newline ("0000:...:ffff:0a00:0101"); @buf holds GID_SYSFS_LEN + 1. */
 #define GID_SYSFS_LEN 39
@@ -215,19 +209,19 @@ static const char *gid_entry_path(const GidTable *t, unsigned index, char *buf, 
 	return buf;
 }
 
-static void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
+/* The slow part of gid_table_refresh_entry(), out of line: its 4 KiB of
+ * buffers would otherwise make every call probe the stack. */
+static __attribute__((noinline)) void gid_table_reread_entry(GidTable *t, unsigned index,
+								 uint64_t epoch)
 {
 	char path[4096], text[128], expect[GID_SYSFS_LEN + 1];
 	uint8_t now[GID_LEN];
 
-	t->epoch = epoch;
 	if (index >= t->size) {
 		if (may_reload(t))
 			(void)gid_table_reload(t);
 		return;
 	}
-	if (t->gids[index].verified_epoch == epoch)
-		return;
 	if (!gid_entry_path(t, index, path, sizeof(path)) ||
 	    read_small_file(path, text, sizeof(text)) < 0) {
 		memset(now, 0, GID_LEN);
@@ -246,6 +240,20 @@ static void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
 		return;
 	}
 	(void)gid_table_reload(t);
+}
+
+/*
+ * Make entry @index current for @epoch: re-read its sysfs file unless that
+ * was done in this epoch already; when it changed, re-read the whole table
+ * (an address that moved changes more than one entry, and the index
+ * lookup must follow).
+ */
+static inline void gid_table_refresh_entry(GidTable *t, unsigned index, uint64_t epoch)
+{
+	t->epoch = epoch;
+	if (index < t->size && t->gids[index].verified_epoch == epoch)
+		return;
+	gid_table_reread_entry(t, index, epoch);
 }
 
 const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch)

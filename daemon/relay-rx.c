@@ -66,38 +66,35 @@ static const uint8_t *relay_rx_local_gid(Relay *r, const UmadBuffer *buf, const 
 	return gid_table_get(t, index8, r->gid_epoch);
 }
 
-/* What cm_match_inbound() needs to know of a received MAD. */
-static CmInbound relay_rx_inbound(Relay *r, const UmadBuffer *buf, uint16_t attr,
-				  const Session *s)
+/* What cm_match_inbound() needs to know of a received MAD, filled in
+ * place (this runs for every inbound MAD). */
+static void relay_rx_inbound(Relay *r, const UmadBuffer *buf, uint16_t attr, const Session *s,
+			     CmInbound *in)
 {
 	const uint8_t *mad = buf->mad;
 	bool sidr = attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP;
-	CmInbound in = {
-		.attr = attr,
-		.local_comm_id = sidr ? 0 : cm_get_local_comm_id(mad),
-		.remote_comm_id = sidr ? 0 : cm_get_remote_comm_id(mad),
-		.grh = buf->hdr.addr.grh_present,
-		.sender_gid = buf->hdr.addr.gid,
-		.sender_lid = ntohs(buf->hdr.addr.lid),
-	};
 
-	if (attr == CM_ATTR_REJ) {
-		in.msg_rejected = cm_rej_msg_rejected(mad);
-		in.rej_reason = cm_rej_reason(mad);
-	} else if (attr == CM_ATTR_MRA) {
-		in.msg_mraed = cm_mra_msg_mraed(mad);
-	}
-	if (in.grh)
-		in.arrival_gid = relay_rx_local_gid(r, buf, s->local_gid);
-	return in;
+	in->attr = attr;
+	in->local_comm_id = sidr ? 0 : cm_get_local_comm_id(mad);
+	in->remote_comm_id = sidr ? 0 : cm_get_remote_comm_id(mad);
+	in->grh = buf->hdr.addr.grh_present;
+	in->sender_gid = buf->hdr.addr.gid;
+	in->sender_lid = ntohs(buf->hdr.addr.lid);
+	in->msg_rejected = attr == CM_ATTR_REJ ? cm_rej_msg_rejected(mad) : 0;
+	in->rej_reason = attr == CM_ATTR_REJ ? cm_rej_reason(mad) : 0;
+	in->msg_mraed = attr == CM_ATTR_MRA ? cm_mra_msg_mraed(mad) : 0;
+	in->arrival_gid = in->grh ? relay_rx_local_gid(r, buf, s->local_gid) : NULL;
 }
 
 /* Apply the checks; on a refusal say why. Return: the verdict. */
 static CmMatch relay_rx_match(Relay *r, const UmadBuffer *buf, uint16_t attr, const Session *s,
 			      RelayRxRoute *rt)
 {
-	CmInbound in = relay_rx_inbound(r, buf, attr, s);
-	CmMatch m = cm_match_inbound(s, &in);
+	CmInbound in;
+	CmMatch m;
+
+	relay_rx_inbound(r, buf, attr, s, &in);
+	m = cm_match_inbound(s, &in);
 
 	if (m == CM_MATCH_SPOOFED)
 		rt->drop = RX_DROP_SPOOFED;

@@ -389,10 +389,14 @@ static int relay_tx_sent(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	}
 	r->counters->tx[cm_attr_to_index(t->attr)]++;
 	c->stats.tx_mads++;
-	relay_emit(r, &(RelayEvent){ .attr = t->attr, .client_comm_id = t->client_id_field,
-				     .wire_id = t->wire_id, .local_gid = t->sgid, .remote_gid = t->dest,
-				     .hdr = &buf->hdr, .mad = buf->mad, .mad_len = t->len },
-		   c);
+	/* Most daemons have no trace reader: do not build the event. */
+	if (r->sinks->len)
+		relay_emit(r,
+			   &(RelayEvent){ .attr = t->attr, .client_comm_id = t->client_id_field,
+					  .wire_id = t->wire_id, .local_gid = t->sgid,
+					  .remote_gid = t->dest, .hdr = &buf->hdr, .mad = buf->mad,
+					  .mad_len = t->len },
+			   c);
 	return 0;
 }
 
@@ -402,6 +406,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint)
 {
 	UmadBuffer buf;
+	UmadSendDest *dest;
 	RelayTxContext t = { .client = c, .buf = &buf, .hint = hint };
 	const uint8_t *addr_gid = req->umad.hdr.addr.gid;
 	uint64_t now = relay_now(r);
@@ -449,10 +454,10 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 		goto refused;
 	if (!r->sender)
 		return relay_tx_sent(r, &t, &buf, req, umad_port_send(r->port, &buf, t.len));
-	switch ((err = umad_sender_route(r->sender, &buf, now))) {
+	switch ((err = umad_sender_route(r->sender, &buf, now, &dest))) {
 	case UMAD_SEND_NOW:
 		err = umad_port_send(r->port, &buf, t.len);
-		umad_sender_note(r->sender, &buf, err, now);
+		umad_sender_note(r->sender, dest, err, now);
 		return relay_tx_sent(r, &t, &buf, req, err);
 	case UMAD_SEND_QUEUE:
 		return relay_tx_defer(r, &t, &buf, req);

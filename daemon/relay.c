@@ -573,7 +573,12 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 		int e = client_read_frame(&c->conn, &m);
 
 		if (e == 0) {
-			relay_update_events(r, c);
+			/* A client with output queued is flushed at the end of
+			 * this dispatch, which updates its events once, after
+			 * the write: doing it here too would add EPOLLOUT and
+			 * take it away again, two syscalls per batch. */
+			if (!c->dirty)
+				relay_update_events(r, c);
 			break;
 		}
 		if (e < 0) {

@@ -27,7 +27,7 @@ typedef struct UmadSendKey {
 	uint8_t grh;
 } UmadSendKey;
 
-typedef struct UmadSendDest {
+struct UmadSendDest {
 	UmadSendKey key;
 	/* the loop's */
 	uint64_t fast_until;
@@ -39,7 +39,7 @@ typedef struct UmadSendDest {
 	bool busy;  /* a thread writes its head */
 	bool ready; /* on the ready list */
 	struct UmadSendDest *next_ready;
-} UmadSendDest;
+};
 
 typedef struct UmadSenderThread {
 	UmadSender *sender;
@@ -155,11 +155,12 @@ static UmadSendDest *umad_sender_find(UmadSender *s, const UmadSendKey *k)
 	return d;
 }
 
-int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now)
+int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now, UmadSendDest **dest)
 {
 	UmadSendKey k = umad_sender_key(buf);
 	UmadSendDest *d = umad_sender_find(s, &k);
 
+	*dest = NULL;
 	if (!d)
 		return UMAD_SEND_QUEUE;
 	/* Behind MADs still queued for it: keep their order. */
@@ -167,16 +168,15 @@ int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now)
 		return UMAD_SEND_QUEUE;
 	if (now < d->fail_until)
 		return d->fail_err;
-	return now < d->fast_until ? UMAD_SEND_NOW : UMAD_SEND_QUEUE;
+	if (now >= d->fast_until)
+		return UMAD_SEND_QUEUE;
+	*dest = d;
+	return UMAD_SEND_NOW;
 }
 
-void umad_sender_note(UmadSender *s, const UmadBuffer *buf, int result, uint64_t now)
+void umad_sender_note(UmadSender *s, UmadSendDest *dest, int result, uint64_t now)
 {
-	UmadSendKey k = umad_sender_key(buf);
-	UmadSendDest *d = umad_sender_find(s, &k);
-
-	if (d)
-		umad_sender_update(s, d, result, now);
+	umad_sender_update(s, dest, result, now);
 }
 
 unsigned umad_sender_pending(const UmadSender *s)

@@ -29,6 +29,9 @@
 #include "umad-port.h"
 
 typedef struct UmadSender UmadSender;
+/* A destination's standing, the sender's; valid until the loop next
+ * queues a job. */
+typedef struct UmadSendDest UmadSendDest;
 
 /* One MAD for a sender thread; the caller embeds it in its own job. */
 typedef struct UmadSendJob {
@@ -69,13 +72,15 @@ void umad_sender_free(UmadSender *s);
 
 /**
  * umad_sender_route() - how to send the MAD in @buf (its address
- * complete) at @now (monotonic usec).
+ * complete) at @now (monotonic usec). For UMAD_SEND_NOW, *@dest is the
+ * destination to pass to umad_sender_note() after the write.
  * Return: a UmadSendRoute, or the negative errno of a write to the same
  * destination that failed a moment ago (the MAD is not to be sent).
  */
-int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now);
-/* Tell the sender how a write the loop made itself went. */
-void umad_sender_note(UmadSender *s, const UmadBuffer *buf, int result, uint64_t now);
+int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now, UmadSendDest **dest);
+/* Tell the sender how a write the loop made itself to @dest went (one
+ * lookup per MAD, not two: this runs for every MAD a client sends). */
+void umad_sender_note(UmadSender *s, UmadSendDest *dest, int result, uint64_t now);
 /**
  * umad_sender_queue() - hand @job (buf and len set) to a sender thread.
  * Return: 0, or -EAGAIN when max_queued jobs wait already (the job is not
