@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "unit-test.h"
 
 typedef struct Pair {
 	Client c;
@@ -44,7 +45,7 @@ static void send_frames(int fd, uint32_t first, unsigned n)
 	}
 }
 
-static void test_read_ahead_then_frames(void)
+UNIT_TEST("/client/read-ahead-then-frames", test_read_ahead_then_frames)
 {
 	Pair p;
 	struct rdmacm_mux_msg m;
@@ -74,7 +75,7 @@ static void test_read_ahead_then_frames(void)
 	pair_close(&p);
 }
 
-static void test_end_after_buffered_frames(void)
+UNIT_TEST("/client/end-after-buffered-frames", test_end_after_buffered_frames)
 {
 	Pair p;
 	struct rdmacm_mux_msg m;
@@ -97,7 +98,7 @@ static void test_end_after_buffered_frames(void)
 	pair_close(&p);
 }
 
-static void test_cut_frame_at_end(void)
+UNIT_TEST("/client/cut-frame-at-end", test_cut_frame_at_end)
 {
 	Pair p;
 	struct rdmacm_mux_msg m;
@@ -116,7 +117,7 @@ static void test_cut_frame_at_end(void)
 	pair_close(&p);
 }
 
-static void test_frame_in_pieces(void)
+UNIT_TEST("/client/frame-in-pieces", test_frame_in_pieces)
 {
 	Pair p;
 	struct rdmacm_mux_msg m, out;
@@ -145,7 +146,7 @@ static void test_frame_in_pieces(void)
  * Part of a frame is never taken from the socket: if this process died
  * now, a successor given the same socket would read the whole frame.
  */
-static void test_partial_frame_stays_in_socket(void)
+UNIT_TEST("/client/partial-frame-stays-in-socket", test_partial_frame_stays_in_socket)
 {
 	Pair p;
 	struct rdmacm_mux_msg m, out;
@@ -177,13 +178,4 @@ static void test_partial_frame_stays_in_socket(void)
 	pair_close(&p);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/client/read-ahead-then-frames", test_read_ahead_then_frames);
-	g_test_add_func("/client/end-after-buffered-frames", test_end_after_buffered_frames);
-	g_test_add_func("/client/cut-frame-at-end", test_cut_frame_at_end);
-	g_test_add_func("/client/frame-in-pieces", test_frame_in_pieces);
-	g_test_add_func("/client/partial-frame-stays-in-socket", test_partial_frame_stays_in_socket);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cm-codec.h"
+#include "unit-test.h"
 
 static void mad_init(uint8_t mad[MAD_LEN], uint16_t attr)
 {
@@ -16,7 +17,7 @@ static void mad_init(uint8_t mad[MAD_LEN], uint16_t attr)
 	mad[17] = (uint8_t)attr;
 }
 
-static void test_check_accepts_every_attribute(void)
+UNIT_TEST("/cm-codec/check/accepts-every-attribute", test_check_accepts_every_attribute)
 {
 	const uint16_t attrs[] = { CM_ATTR_REQ, CM_ATTR_MRA, CM_ATTR_REJ, CM_ATTR_REP,
 				   CM_ATTR_RTU, CM_ATTR_DREQ, CM_ATTR_DREP, CM_ATTR_SIDR_REQ,
@@ -32,7 +33,7 @@ static void test_check_accepts_every_attribute(void)
 	}
 }
 
-static void test_check_refuses(void)
+UNIT_TEST("/cm-codec/check/refuses", test_check_refuses)
 {
 	uint8_t mad[MAD_LEN];
 
@@ -67,7 +68,7 @@ static void test_check_refuses(void)
 	g_assert_cmpint(cm_mad_check(mad, 28, NULL), ==, 0);
 }
 
-static void test_comm_ids_are_big_endian_at_24_and_28(void)
+UNIT_TEST("/cm-codec/comm-ids", test_comm_ids_are_big_endian_at_24_and_28)
 {
 	uint8_t mad[MAD_LEN];
 
@@ -89,7 +90,7 @@ static void test_comm_ids_are_big_endian_at_24_and_28(void)
 	g_assert_true(cm_attr_has_comm_ids(CM_ATTR_APR));
 }
 
-static void test_tid_low_half(void)
+UNIT_TEST("/cm-codec/tid", test_tid_low_half)
 {
 	uint8_t mad[MAD_LEN];
 
@@ -100,7 +101,7 @@ static void test_tid_low_half(void)
 	g_assert_cmphex(cm_get_tid(mad), ==, 0x10111213cafef00dull);
 }
 
-static void test_rej_and_mra_fields(void)
+UNIT_TEST("/cm-codec/rej-mra", test_rej_and_mra_fields)
 {
 	uint8_t mad[MAD_LEN];
 
@@ -115,7 +116,7 @@ static void test_rej_and_mra_fields(void)
 	g_assert_cmpuint(cm_mra_msg_mraed(mad), ==, CM_MSG_OTHER);
 }
 
-static void test_req_gids(void)
+UNIT_TEST("/cm-codec/req-gids", test_req_gids)
 {
 	uint8_t mad[MAD_LEN];
 
@@ -128,7 +129,7 @@ static void test_req_gids(void)
 	g_assert_cmpuint(cm_req_remote_gid(mad)[15], ==, 0x6f);
 }
 
-static void test_cma_dst_gid(void)
+UNIT_TEST("/cm-codec/cma-dst-gid", test_cma_dst_gid)
 {
 	uint8_t mad[MAD_LEN], gid[16];
 	const uint8_t v4[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 2 };
@@ -160,7 +161,7 @@ static void test_cma_dst_gid(void)
 	g_assert_cmpint(cm_cma_dst_gid(mad, MAD_LEN, gid), ==, -ENOENT);
 }
 
-static void test_names(void)
+UNIT_TEST("/cm-codec/names", test_names)
 {
 	char buf[16];
 
@@ -170,16 +171,4 @@ static void test_names(void)
 	g_assert_cmpstr(cm_attr_index_name(CM_IDX_APR), ==, "APR");
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/cm-codec/check/accepts-every-attribute", test_check_accepts_every_attribute);
-	g_test_add_func("/cm-codec/check/refuses", test_check_refuses);
-	g_test_add_func("/cm-codec/comm-ids", test_comm_ids_are_big_endian_at_24_and_28);
-	g_test_add_func("/cm-codec/tid", test_tid_low_half);
-	g_test_add_func("/cm-codec/rej-mra", test_rej_and_mra_fields);
-	g_test_add_func("/cm-codec/req-gids", test_req_gids);
-	g_test_add_func("/cm-codec/cma-dst-gid", test_cma_dst_gid);
-	g_test_add_func("/cm-codec/names", test_names);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cm-match.h"
+#include "unit-test.h"
 
 static const uint8_t local_gid[GID_LEN] = { [10] = 0xff, [11] = 0xff, [12] = 10, [15] = 1 };
 static const uint8_t other_local[GID_LEN] = { [10] = 0xff, [11] = 0xff, [12] = 10, [15] = 9 };
@@ -43,7 +44,7 @@ static void check(SessionState state, uint32_t peer_id, CmInbound in, CmMatch wa
 			session_state_name(state), peer_id, cm_match_inbound(&s, &in), want);
 }
 
-static void test_sender_checks(void)
+UNIT_TEST("/cm-match/sender", test_sender_checks)
 {
 	CmInbound in = from_peer(CM_ATTR_DREQ);
 
@@ -74,7 +75,7 @@ static void test_sender_checks(void)
 	g_assert_cmpint(cm_match_inbound(&s, &in), ==, CM_MATCH_ADVANCE);
 }
 
-static void test_comm_id_pair(void)
+UNIT_TEST("/cm-match/comm-id-pair", test_comm_id_pair)
 {
 	CmInbound in = from_peer(CM_ATTR_DREQ);
 
@@ -88,7 +89,7 @@ static void test_comm_id_pair(void)
 	check(SESSION_REQ_SENT, 0, in, CM_MATCH_SPOOFED);
 }
 
-static void test_rep(void)
+UNIT_TEST("/cm-match/rep", test_rep)
 {
 	CmInbound in = from_peer(CM_ATTR_REP);
 
@@ -110,7 +111,7 @@ static void test_rep(void)
 	check(SESSION_REQ_SENT, 0, in, CM_MATCH_SPOOFED);
 }
 
-static void test_rtu_dreq_drep(void)
+UNIT_TEST("/cm-match/rtu-dreq-drep", test_rtu_dreq_drep)
 {
 	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_ADVANCE);
 	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_REPEAT);
@@ -127,7 +128,7 @@ static void test_rtu_dreq_drep(void)
 	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_DREP), CM_MATCH_BAD_STATE);
 }
 
-static void test_rej(void)
+UNIT_TEST("/cm-match/rej", test_rej)
 {
 	CmInbound in = from_peer(CM_ATTR_REJ);
 
@@ -154,7 +155,7 @@ static void test_rej(void)
 	check(SESSION_REQ_RCVD, PEER_ID, in, CM_MATCH_ADVANCE);
 }
 
-static void test_mra_lap_apr_sidr(void)
+UNIT_TEST("/cm-match/mra-lap-apr-sidr", test_mra_lap_apr_sidr)
 {
 	CmInbound in = from_peer(CM_ATTR_MRA);
 
@@ -182,7 +183,7 @@ static void test_mra_lap_apr_sidr(void)
 	check(SESSION_SIDR_SENT, 0, in, CM_MATCH_SPOOFED);
 }
 
-static void test_repeated_requests(void)
+UNIT_TEST("/cm-match/repeated-requests", test_repeated_requests)
 {
 	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_ADVANCE);
 	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_REPEAT);
@@ -192,15 +193,4 @@ static void test_repeated_requests(void)
 	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_SIDR_REQ), CM_MATCH_BAD_STATE);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/cm-match/sender", test_sender_checks);
-	g_test_add_func("/cm-match/comm-id-pair", test_comm_id_pair);
-	g_test_add_func("/cm-match/rep", test_rep);
-	g_test_add_func("/cm-match/rtu-dreq-drep", test_rtu_dreq_drep);
-	g_test_add_func("/cm-match/rej", test_rej);
-	g_test_add_func("/cm-match/mra-lap-apr-sidr", test_mra_lap_apr_sidr);
-	g_test_add_func("/cm-match/repeated-requests", test_repeated_requests);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json-writer.h"
+#include "unit-test.h"
 
 static JsonNode *parse(const char *text)
 {
@@ -17,7 +18,7 @@ static JsonNode *parse(const char *text)
 	return json_node_copy(json_parser_get_root(p));
 }
 
-static void test_structure(void)
+UNIT_TEST("/json-writer/structure", test_structure)
 {
 	g_autoptr(GString) out = g_string_new(NULL);
 	g_autoptr(JsonNode) root = NULL;
@@ -75,7 +76,7 @@ static void check_string_roundtrip(const char *in, size_t len, const char *expec
 		g_assert_cmpint((unsigned char)*p, >=, 0x20);
 }
 
-static void test_escaping(void)
+UNIT_TEST("/json-writer/escaping", test_escaping)
 {
 	static const char ctl[] = "a\"b\\c\nd\re\tf\001g\037h\177i";
 
@@ -88,10 +89,4 @@ static void test_escaping(void)
 	check_string_roundtrip("x\xff\xfey", 4, "x\xc3\xbf\xc3\xbey");
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/json-writer/structure", test_structure);
-	g_test_add_func("/json-writer/escaping", test_escaping);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

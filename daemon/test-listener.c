@@ -20,6 +20,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "unit-test.h"
 
 typedef struct Dir {
 	char *path;
@@ -74,7 +75,7 @@ static int connect_to(const char *path)
 	return fd;
 }
 
-static void test_perms_parse(void)
+UNIT_TEST("/listener/perms-parse", test_perms_parse)
 {
 	ListenerPerms p;
 
@@ -247,7 +248,7 @@ static void test_activation_names(Dir *d, gconstpointer data)
 	g_assert_cmpint(activated(d->path, 1, "main", 0), ==, 1);
 }
 
-static void test_allows(void)
+UNIT_TEST("/listener/allows", test_allows)
 {
 	g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(guint));
 	g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -368,9 +369,8 @@ static void test_emfile_pauses(Dir *d, gconstpointer data)
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
+	unit_test_add_registered();
 	log_setup(LOG_CRIT, true);
-	g_test_add_func("/listener/perms-parse", test_perms_parse);
-	g_test_add_func("/listener/allows", test_allows);
 	g_test_add("/listener/stale-socket", Dir, NULL, dir_setup, test_stale_socket, dir_teardown);
 	g_test_add("/listener/bind", Dir, NULL, dir_setup, test_bind, dir_teardown);
 	g_test_add("/listener/activation-names", Dir, NULL, dir_setup, test_activation_names,

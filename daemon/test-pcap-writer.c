@@ -11,6 +11,7 @@
 
 #include "pcap-writer.h"
 #include "util.h"
+#include "unit-test.h"
 
 #define REC_LEN (16 + PCAP_ERF_HDR_LEN + PCAP_IB_PACKET_LEN)
 /* See test_crcs(). */
@@ -49,7 +50,7 @@ static void sample_init(Sample *s, bool rx)
 			      .mad_len = 256 };
 }
 
-static void test_packet_layout(void)
+UNIT_TEST("/pcap-writer/packet-layout", test_packet_layout)
 {
 	Sample s;
 	uint8_t p[PCAP_IB_PACKET_LEN];
@@ -96,7 +97,7 @@ static void test_packet_layout(void)
  * the rest; and a bitwise CRC-16/0x100B), for the TX sample packet. Both
  * are stored least significant byte first.
  */
-static void test_crcs(void)
+UNIT_TEST("/pcap-writer/crcs", test_crcs)
 {
 	Sample s;
 	uint8_t p[PCAP_IB_PACKET_LEN];
@@ -128,7 +129,7 @@ static uint8_t *read_file(const char *path, gsize *len)
 	return (uint8_t *)data;
 }
 
-static void test_file(void)
+UNIT_TEST("/pcap-writer/file", test_file)
 {
 	g_autofree char *dir = g_dir_make_tmp("pcap-XXXXXX", NULL);
 	g_autofree char *path = g_build_filename(dir, "t.pcap", NULL);
@@ -180,7 +181,7 @@ static void test_file(void)
 
 /* A write error (here: the file size limit) disables the writer and
  * leaves only whole records behind. */
-static void test_write_error(void)
+UNIT_TEST("/pcap-writer/write-error", test_write_error)
 {
 	if (g_test_subprocess()) {
 		g_autofree char *dir = g_dir_make_tmp("pcap-XXXXXX", NULL);
@@ -211,12 +212,4 @@ static void test_write_error(void)
 	g_test_trap_assert_passed();
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/pcap-writer/packet-layout", test_packet_layout);
-	g_test_add_func("/pcap-writer/crcs", test_crcs);
-	g_test_add_func("/pcap-writer/file", test_file);
-	g_test_add_func("/pcap-writer/write-error", test_write_error);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "session-table.h"
+#include "unit-test.h"
 
 #define SEC 1000000ull
 
@@ -29,7 +30,7 @@ static SessionList *owner_of(void *ud, uint32_t client_id)
 	return client_id < 4 ? &o->lists[client_id] : NULL;
 }
 
-static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
+UNIT_TEST("/session-table/namespaces", test_two_clients_same_comm_id_get_distinct_wire_ids)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -67,7 +68,7 @@ static void test_two_clients_same_comm_id_get_distinct_wire_ids(void)
 	g_assert_cmpuint(session_table_count(t), ==, 2);
 }
 
-static void test_peer_index_matches_gid_and_optional_peer(void)
+UNIT_TEST("/session-table/peer-index", test_peer_index_matches_gid_and_optional_peer)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -81,7 +82,7 @@ static void test_peer_index_matches_gid_and_optional_peer(void)
 	g_assert_cmpuint(session_table_lookup_peer(t, 0xabcdef02, gid_a, NULL), ==, 0);
 }
 
-static void test_remove_all_scrubs_every_index(void)
+UNIT_TEST("/session-table/remove-all", test_remove_all_scrubs_every_index)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -109,7 +110,7 @@ static void test_remove_all_scrubs_every_index(void)
 	g_assert_cmpuint(session_table_next_deadline(t, 10 * SEC), ==, UINT64_MAX);
 }
 
-static void test_timers_expire_in_order_and_rearm(void)
+UNIT_TEST("/session-table/timers", test_timers_expire_in_order_and_rearm)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -137,7 +138,7 @@ static void test_timers_expire_in_order_and_rearm(void)
 	g_assert_cmpuint(session_table_count(t), ==, 1);
 }
 
-static void test_timers_survive_tick_wraparound(void)
+UNIT_TEST("/session-table/timer-wraparound", test_timers_survive_tick_wraparound)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -150,7 +151,7 @@ static void test_timers_survive_tick_wraparound(void)
 	g_assert_cmpuint(session_table_expire(t, now + SEC, owner_of, &o), ==, 1);
 }
 
-static void test_growth_keeps_every_key(void)
+UNIT_TEST("/session-table/growth", test_growth_keeps_every_key)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -180,7 +181,7 @@ static void test_growth_keeps_every_key(void)
 	g_hash_table_unref(seen);
 }
 
-static void test_slot_reuse_does_not_leak_state(void)
+UNIT_TEST("/session-table/slot-reuse", test_slot_reuse_does_not_leak_state)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -208,7 +209,7 @@ static void test_slot_reuse_does_not_leak_state(void)
 
 /* A session that goes early leaves its wire id reserved for a closing
  * period: nothing else of it, no live lookup, and no new session gets it. */
-static void test_tombstones(void)
+UNIT_TEST("/session-table/tombstones", test_tombstones)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -256,7 +257,7 @@ static void test_tombstones(void)
 
 /* Ids drawn from the kernel's CSPRNG have no structure an observer could
  * use: 10,000 of them spread over (nearly) all high 16-bit values. */
-static void test_wire_ids_are_random(void)
+UNIT_TEST("/session-table/random-wire-ids", test_wire_ids_are_random)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	g_autoptr(GHashTable) high = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -277,7 +278,7 @@ static void test_wire_ids_are_random(void)
 
 /* Half-open sessions are counted per owner and in total, and the counts
  * follow them out, whichever way they go. */
-static void test_half_open_counts(void)
+UNIT_TEST("/session-table/half-open-counts", test_half_open_counts)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
 	Owners o = { 0 };
@@ -312,7 +313,7 @@ static SessionList *owner_back(void *ud, uint32_t client_id)
 /* A table kept in a memfd is taken over by a successor: what holds up is
  * kept (keys, timers in order, owners, half-open counts, tombstones), what
  * does not is dropped, and a file that is not a table is refused. */
-static void test_adopt(void)
+UNIT_TEST("/session-table/adopt", test_adopt)
 {
 	int fd = memfd_create("sessions", MFD_CLOEXEC);
 	SessionTable *t = NULL, *u = NULL;
@@ -378,19 +379,4 @@ static void test_adopt(void)
 	close(fd);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/session-table/namespaces", test_two_clients_same_comm_id_get_distinct_wire_ids);
-	g_test_add_func("/session-table/peer-index", test_peer_index_matches_gid_and_optional_peer);
-	g_test_add_func("/session-table/remove-all", test_remove_all_scrubs_every_index);
-	g_test_add_func("/session-table/timers", test_timers_expire_in_order_and_rearm);
-	g_test_add_func("/session-table/timer-wraparound", test_timers_survive_tick_wraparound);
-	g_test_add_func("/session-table/growth", test_growth_keeps_every_key);
-	g_test_add_func("/session-table/slot-reuse", test_slot_reuse_does_not_leak_state);
-	g_test_add_func("/session-table/tombstones", test_tombstones);
-	g_test_add_func("/session-table/random-wire-ids", test_wire_ids_are_random);
-	g_test_add_func("/session-table/half-open-counts", test_half_open_counts);
-	g_test_add_func("/session-table/adopt", test_adopt);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

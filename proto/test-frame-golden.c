@@ -12,6 +12,7 @@
 
 #include "rdmacm-mux-proto.h"
 #include "test-golden.h"
+#include "unit-test.h"
 
 static const uint8_t gid_local[16] = {
 	0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55,
@@ -57,7 +58,7 @@ static void decode(const uint8_t *golden, struct rdmacm_mux_msg *msg)
 	memcpy(msg, golden, GOLD_FRAME_SIZE);
 }
 
-static void test_layout_size(void)
+UNIT_TEST("/proto/layout/size", test_layout_size)
 {
 #if defined(__x86_64__)
 	/* QEMU's RdmaCmMuxMsg on x86_64; the wire size must never move. */
@@ -76,7 +77,7 @@ static void test_layout_size(void)
 	g_assert_cmpuint(GOLD_OFF_MAD + GOLD_MAD_SIZE, <=, GOLD_FRAME_SIZE);
 }
 
-static void test_constants(void)
+UNIT_TEST("/proto/layout/constants", test_constants)
 {
 	g_assert_cmpuint(RDMACM_MUX_MSG_TYPE_REQ, ==, GOLD_MSG_REQ);
 	g_assert_cmpuint(RDMACM_MUX_MSG_TYPE_RESP, ==, GOLD_MSG_RESP);
@@ -97,7 +98,7 @@ static void test_constants(void)
 }
 
 /* The golden helpers themselves: host order really is host order. */
-static void test_byte_order(void)
+UNIT_TEST("/proto/layout/byte-order", test_byte_order)
 {
 	uint8_t b[8] = { 0 };
 	uint32_t v = 0x10000;
@@ -142,12 +143,12 @@ static void check_gid_request(uint32_t op_code, const char *what)
 	g_assert_cmpmem(&msg.hdr.sgid.global.interface_id, 8, gid_local + 8, 8);
 }
 
-static void test_reg(void)
+UNIT_TEST("/proto/frame/reg", test_reg)
 {
 	check_gid_request(RDMACM_MUX_OP_CODE_REG, "REG");
 }
 
-static void test_unreg(void)
+UNIT_TEST("/proto/frame/unreg", test_unreg)
 {
 	check_gid_request(RDMACM_MUX_OP_CODE_UNREG, "UNREG");
 }
@@ -201,7 +202,7 @@ static void check_addr(const struct rdmacm_mux_mad_addr *a)
 	g_assert_cmpuint(a->pkey_index, ==, 2);
 }
 
-static void test_mad_request(void)
+UNIT_TEST("/proto/frame/mad-request", test_mad_request)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	uint8_t mad[256];
@@ -238,7 +239,7 @@ static void test_mad_request(void)
 }
 
 /* A short MAD: the bytes past umad_len stay zero on the wire. */
-static void test_mad_request_short(void)
+UNIT_TEST("/proto/frame/mad-request-short", test_mad_request_short)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	uint8_t mad[24];
@@ -258,7 +259,7 @@ static void test_mad_request_short(void)
 
 /* RESP: the request echoed with msg_type RESP and err_code set, including
  * a negative errno (a failed umad_send) and the CAP_ERRNO style. */
-static void test_resp_err_codes(void)
+UNIT_TEST("/proto/frame/resp-err-codes", test_resp_err_codes)
 {
 	static const int32_t codes[] = { 0, 1, 2, 3, 4, -EIO, -EDQUOT, -EPERM };
 
@@ -285,7 +286,7 @@ static void test_resp_err_codes(void)
 }
 
 /* RESP to a MAD: the whole request comes back, MAD and address included. */
-static void test_resp_mad_echo(void)
+UNIT_TEST("/proto/frame/resp-mad-echo", test_resp_mad_echo)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	uint8_t mad[256];
@@ -306,7 +307,7 @@ static void test_resp_mad_echo(void)
 
 /* Daemon to client: msg_type REQ, op MAD, sgid = the full local GID, addr =
  * the sender as the kernel reported it, all other bytes zero. */
-static void test_inbound_mad(void)
+UNIT_TEST("/proto/frame/inbound-mad", test_inbound_mad)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	uint8_t mad[256];
@@ -341,7 +342,7 @@ static void test_inbound_mad(void)
 	g_assert_cmpuint(msg.umad.mad[17], ==, 0x13);
 }
 
-static void test_hello(void)
+UNIT_TEST("/proto/frame/hello", test_hello)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	struct rdmacm_mux_hello hello = {
@@ -409,7 +410,7 @@ static void test_hello(void)
 	g_assert_cmpint(msg.hdr.err_code, ==, RDMACM_MUX_ERR_CODE_EINVAL);
 }
 
-static void test_client_stats(void)
+UNIT_TEST("/proto/frame/client-stats", test_client_stats)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 	struct rdmacm_mux_client_stats st;
@@ -468,7 +469,7 @@ static void test_client_stats(void)
 /* Each field written alone lands exactly at its table offset and nowhere
  * else: catches two fields swapped, which whole-frame tests can miss when
  * both carry the same value. */
-static void test_field_offsets(void)
+UNIT_TEST("/proto/layout/field-offsets", test_field_offsets)
 {
 	static const struct {
 		size_t off, size;
@@ -526,23 +527,4 @@ static void test_field_offsets(void)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-
-	g_test_add_func("/proto/layout/size", test_layout_size);
-	g_test_add_func("/proto/layout/constants", test_constants);
-	g_test_add_func("/proto/layout/byte-order", test_byte_order);
-	g_test_add_func("/proto/layout/field-offsets", test_field_offsets);
-	g_test_add_func("/proto/frame/reg", test_reg);
-	g_test_add_func("/proto/frame/unreg", test_unreg);
-	g_test_add_func("/proto/frame/mad-request", test_mad_request);
-	g_test_add_func("/proto/frame/mad-request-short", test_mad_request_short);
-	g_test_add_func("/proto/frame/resp-err-codes", test_resp_err_codes);
-	g_test_add_func("/proto/frame/resp-mad-echo", test_resp_mad_echo);
-	g_test_add_func("/proto/frame/inbound-mad", test_inbound_mad);
-	g_test_add_func("/proto/frame/hello", test_hello);
-	g_test_add_func("/proto/frame/client-stats", test_client_stats);
-
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

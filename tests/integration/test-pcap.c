@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Frame {
 	char *cm;	 /* "ConnectRequest", ... */
@@ -139,7 +140,7 @@ static void xfer(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inb
 	vm_expect(to, mad_attr(mad), in);
 }
 
-static void test_pcap(void)
+UNIT_TEST("/pcap/tshark-decodes", test_pcap)
 {
 	Fabric *fab = fabric_new("two-hosts");
 	g_autofree char *pa = g_build_filename(fab->dir, "a.pcap", NULL);
@@ -221,6 +222,6 @@ int main(int argc, char **argv)
 		return 77; /* meson: skipped */
 	}
 	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/pcap/tshark-decodes", test_pcap);
+	unit_test_add_registered();
 	return g_test_run();
 }

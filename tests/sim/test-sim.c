@@ -27,6 +27,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <infiniband/umad.h>
+#include "unit-test.h"
 
 #define MAD_LEN 256
 #define CM 0x07
@@ -526,7 +527,7 @@ static bool readable(int fd, int ms)
 
 /* ---- tests ----------------------------------------------------------------- */
 
-static void test_interpose(void)
+UNIT_TEST("/sim/interpose", test_interpose)
 {
 	Dl_info info = { 0 };
 	void *sym = dlsym(RTLD_DEFAULT, "umad_send");
@@ -551,7 +552,7 @@ static void test_interpose(void)
 	umad_close_port(fd);
 }
 
-static void test_discovery(void)
+UNIT_TEST("/sim/discovery", test_discovery)
 {
 	umad_ca_t ca;
 	umad_port_t port;
@@ -577,7 +578,7 @@ static void test_discovery(void)
 	g_assert_cmpint(umad_open_port("simA", 2), ==, -ENODEV);
 }
 
-static void test_sysfs(void)
+UNIT_TEST("/sim/sysfs", test_sysfs)
 {
 	const char *f = main_fabric;
 	void *out = g_malloc0(64 + MAD_LEN), *in = g_malloc0(64 + MAD_LEN);
@@ -641,7 +642,7 @@ static void test_sysfs(void)
 	g_free(in);
 }
 
-static void test_register(void)
+UNIT_TEST("/sim/register", test_register)
 {
 	long send_mask[2] = { 1L << SEND, 0 }, get_mask[2] = { 1L << 1, 0 };
 	struct umad_reg_attr attr = { .mgmt_class = CM, .mgmt_class_version = 2 };
@@ -714,7 +715,7 @@ static void test_register(void)
 }
 
 /* Two processes: the receiver sees the sender's address the way the kernel reports it. */
-static void test_gid_routing(void)
+UNIT_TEST("/sim/gid-routing", test_gid_routing)
 {
 	struct peer *p = peer_start(NULL, NULL, "recv", "simB", "1", "send", "300", NULL);
 	void *m = g_malloc0(64 + MAD_LEN), *echo = g_malloc0(64 + MAD_LEN);
@@ -765,7 +766,7 @@ static void test_gid_routing(void)
 	g_free(echo);
 }
 
-static void test_lid_routing(void)
+UNIT_TEST("/sim/lid-routing", test_lid_routing)
 {
 	struct peer *p = peer_start(NULL, NULL, "recv", "simD", "1", "send", "300", NULL);
 	void *m = g_malloc0(64 + MAD_LEN);
@@ -813,7 +814,7 @@ static void expect_send_fail(int fd, int agent, void *m, int len, int err)
 	g_assert_cmpint(errno, ==, err);
 }
 
-static void test_send_errors(void)
+UNIT_TEST("/sim/send-errors", test_send_errors)
 {
 	void *m = g_malloc0(64 + MAD_LEN);
 	int agent, fd = open_agent("simA", 0, &agent);
@@ -857,7 +858,7 @@ static void test_send_errors(void)
 	}
 }
 
-static void test_no_agent(void)
+UNIT_TEST("/sim/no-agent", test_no_agent)
 {
 	void *m = g_malloc0(64 + MAD_LEN);
 	int agent, fa = open_agent("simA", 0, &agent), bagent, fb;
@@ -905,7 +906,7 @@ static void test_no_agent(void)
 	g_free(m);
 }
 
-static void test_timeout_echo(void)
+UNIT_TEST("/sim/timeout-echo", test_timeout_echo)
 {
 	void *m = g_malloc0(64 + MAD_LEN), *e = g_malloc0(64 + MAD_LEN);
 	int agent, fa = open_agent("simA", 0, &agent), bagent, fb;
@@ -990,7 +991,7 @@ static void *late_sender(void *arg)
 	return NULL;
 }
 
-static void test_recv_semantics(void)
+UNIT_TEST("/sim/recv-semantics", test_recv_semantics)
 {
 	void *m = g_malloc0(64 + MAD_LEN);
 	struct late_send ls;
@@ -1034,7 +1035,7 @@ static void test_recv_semantics(void)
 	g_free(m);
 }
 
-static void test_dynamic_gid(void)
+UNIT_TEST("/sim/dynamic-gid", test_dynamic_gid)
 {
 	const char *add[] = { "add-gid", main_fabric, "simB", "1", "::ffff:10.0.3.7", NULL };
 	const char *del[] = { "del-gid", main_fabric, "simB", "1", "::ffff:10.0.3.7", NULL };
@@ -1109,7 +1110,7 @@ static GString *seq_pattern(GArray *mads)
 	return s;
 }
 
-static void test_fault_drop(void)
+UNIT_TEST("/sim/faults/drop", test_fault_drop)
 {
 	struct fault_run a = run_with_faults("seed=42,drop=0.3", 200);
 	struct fault_run b = run_with_faults("seed=42,drop=0.3", 200);
@@ -1132,7 +1133,7 @@ static void test_fault_drop(void)
 	fault_run_clear(&c);
 }
 
-static void test_fault_dup(void)
+UNIT_TEST("/sim/faults/dup", test_fault_dup)
 {
 	struct fault_run a = run_with_faults("seed=7,dup=0.2", 200);
 	struct fault_run b = run_with_faults("seed=7,dup=0.2", 200);
@@ -1154,7 +1155,7 @@ static void test_fault_dup(void)
 	fault_run_clear(&b);
 }
 
-static void test_fault_delay(void)
+UNIT_TEST("/sim/faults/delay", test_fault_delay)
 {
 	struct fault_run a = run_with_faults("seed=1,delay_ms=100", 20);
 
@@ -1169,7 +1170,7 @@ static void test_fault_delay(void)
 	fault_run_clear(&a);
 }
 
-static void test_fault_reorder(void)
+UNIT_TEST("/sim/faults/reorder", test_fault_reorder)
 {
 	struct fault_run a = run_with_faults("seed=5,reorder=0.2", 200);
 	struct fault_run b = run_with_faults("seed=5,reorder=0.2", 200);
@@ -1193,7 +1194,7 @@ static void test_fault_reorder(void)
 	fault_run_clear(&b);
 }
 
-static void test_fault_send_errno(void)
+UNIT_TEST("/sim/faults/send-errno", test_fault_send_errno)
 {
 	struct fault_run a = run_with_faults("seed=9,send_errno=ENOMEM:0.25", 200);
 	struct fault_run b = run_with_faults("seed=9,send_errno=ENOMEM:0.25", 200);
@@ -1226,7 +1227,7 @@ static void test_fault_send_errno(void)
 	fault_run_clear(&b);
 }
 
-static void test_fault_remove_port(void)
+UNIT_TEST("/sim/faults/remove-port", test_fault_remove_port)
 {
 	g_autofree char *fab = new_fabric(NULL);
 	const char *rm[] = { "remove-port", fab, "simB", "1", NULL };
@@ -1269,7 +1270,7 @@ static void test_fault_remove_port(void)
 	rm_rf(fab);
 }
 
-static void test_plain_pingpong(void)
+UNIT_TEST("/sim/plain-pingpong", test_plain_pingpong)
 {
 	const char *prog = getenv("UMAD_PINGPONG_PLAIN");
 	const char *srv[] = { prog, "server", "simB", "1", "200", NULL };
@@ -1301,6 +1302,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "peer") == 0)
 		return peer_main(argc - 2, argv + 2);
 	g_test_init(&argc, &argv, NULL);
+	unit_test_add_registered();
 	if (!getenv("UMAD_SIM_CLI")) {
 		g_printerr("run through meson test (needs UMAD_SIM_CLI and LD_PRELOAD)\n");
 		return 77;
@@ -1310,24 +1312,6 @@ int main(int argc, char **argv)
 	main_fabric = new_fabric(NULL);
 	g_setenv("UMAD_SIM_FABRIC", main_fabric, TRUE);
 	g_unsetenv("UMAD_SIM_FAULTS");
-	g_test_add_func("/sim/interpose", test_interpose);
-	g_test_add_func("/sim/discovery", test_discovery);
-	g_test_add_func("/sim/sysfs", test_sysfs);
-	g_test_add_func("/sim/register", test_register);
-	g_test_add_func("/sim/gid-routing", test_gid_routing);
-	g_test_add_func("/sim/lid-routing", test_lid_routing);
-	g_test_add_func("/sim/send-errors", test_send_errors);
-	g_test_add_func("/sim/no-agent", test_no_agent);
-	g_test_add_func("/sim/timeout-echo", test_timeout_echo);
-	g_test_add_func("/sim/recv-semantics", test_recv_semantics);
-	g_test_add_func("/sim/dynamic-gid", test_dynamic_gid);
-	g_test_add_func("/sim/faults/drop", test_fault_drop);
-	g_test_add_func("/sim/faults/dup", test_fault_dup);
-	g_test_add_func("/sim/faults/delay", test_fault_delay);
-	g_test_add_func("/sim/faults/reorder", test_fault_reorder);
-	g_test_add_func("/sim/faults/send-errno", test_fault_send_errno);
-	g_test_add_func("/sim/faults/remove-port", test_fault_remove_port);
-	g_test_add_func("/sim/plain-pingpong", test_plain_pingpong);
 	rc = g_test_run();
 	rm_rf(main_fabric);
 	return rc;
