@@ -31,7 +31,10 @@ import time
 DAEMON = os.environ["RDMACM_MUX_BIN"]
 STATUS_RE = re.compile(r"^STATUS=\d+ clients, \d+ GIDs, \d+ sessions; "
                        r"MADs relayed: \d+ sent, \d+ received$")
-WATCHDOG_USEC = 200000
+# sd-event pings at 1/2 to 3/4 of the period: at 1 s a ping is late only
+# after 250 ms off the CPU, which a loaded 2-CPU machine does not do (at
+# 0.2 s, 50 ms was enough to fail); still several pings per run of 3 s.
+WATCHDOG_USEC = 1000000
 
 results = []
 
@@ -186,7 +189,7 @@ def full_contract(tmp, fabric, name, wrap_pid):
         # Pings while the daemon ran at least 3 s: at most WATCHDOG_USEC apart.
         times = [m[0] for m in notify.msgs if m[2] == "WATCHDOG=1"]
         gaps = [b - a for a, b in zip(times, times[1:])]
-        check(len(times) >= 10 and max(gaps) < WATCHDOG_USEC / 1e6,
+        check(len(times) >= 3 and max(gaps) < WATCHDOG_USEC / 1e6,
               f"{name}: {len(times)} WATCHDOG=1, largest gap {max(gaps) if gaps else 0:.3f} s "
               f"< {WATCHDOG_USEC / 1e6} s")
         unknown = [l for l in lines if not (l in ("READY=1", "WATCHDOG=1", "STOPPING=1")
