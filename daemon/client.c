@@ -155,7 +155,7 @@ int client_fill_input(Client *c)
 	return 0;
 }
 
-int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
+int client_next_frame(Client *c, struct rdmacm_mux_msg **frame)
 {
 	if (c->in_len - c->in_off < FRAME_SIZE) {
 		int e;
@@ -173,11 +173,24 @@ int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
 		if (c->in_len - c->in_off < FRAME_SIZE)
 			return 0;
 	}
-	memcpy(out, (const uint8_t *)c->in + c->in_off, FRAME_SIZE);
+	/* Whole frames only come in (client_fill_input()), so a frame
+	 * starts at a multiple of FRAME_SIZE: one of c->in[]. The next fill
+	 * moves the rest to the front or writes over it, never before. */
+	*frame = &c->in[c->in_off / FRAME_SIZE];
 	c->in_off += FRAME_SIZE;
 	if (c->in_off == c->in_len)
 		c->in_off = c->in_len = 0;
 	return 1;
+}
+
+int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
+{
+	struct rdmacm_mux_msg *frame;
+	int e = client_next_frame(c, &frame);
+
+	if (e == 1)
+		memcpy(out, frame, FRAME_SIZE);
+	return e;
 }
 
 bool client_has_partial_input(const Client *c)
@@ -206,7 +219,8 @@ static struct rdmacm_mux_msg *frame_queue_at(FrameQueue *q, uint32_t i)
 	return &q->frames[(q->head + i) & (q->cap - 1)];
 }
 
-static int frame_queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_exceed)
+/* A new last slot in @q, for the caller to fill. */
+static int frame_queue_add(FrameQueue *q, bool may_exceed, struct rdmacm_mux_msg **slot)
 {
 	if (q->len >= q->max && !may_exceed)
 		return -ENOBUFS;
@@ -224,9 +238,19 @@ static int frame_queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool 
 		q->cap = cap;
 		q->head = 0;
 	}
-	memcpy(&q->frames[(q->head + q->len) & (q->cap - 1)], m, FRAME_SIZE);
+	*slot = &q->frames[(q->head + q->len) & (q->cap - 1)];
 	q->len++;
 	return 0;
+}
+
+static int frame_queue_push(FrameQueue *q, const struct rdmacm_mux_msg *m, bool may_exceed)
+{
+	struct rdmacm_mux_msg *slot;
+	int e = frame_queue_add(q, may_exceed, &slot);
+
+	if (e == 0)
+		memcpy(slot, m, FRAME_SIZE);
+	return e;
 }
 
 static void frame_queue_pop(FrameQueue *q)
@@ -297,6 +321,11 @@ bool client_has_output(Client *c)
 int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m)
 {
 	return frame_queue_push(&c->mad, m, false);
+}
+
+int client_queue_mad_slot(Client *c, struct rdmacm_mux_msg **slot)
+{
+	return frame_queue_add(&c->mad, false, slot);
 }
 
 bool client_responses_full(const Client *c)

@@ -80,6 +80,15 @@ void client_deinit(Client *c);
  */
 int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
 /**
+ * client_next_frame() - client_read_frame() without the copy: *@frame
+ * points into @c's input buffer, and stays valid until the next call of
+ * client_next_frame(), client_read_frame() or client_fill_input() on @c,
+ * or @c's end; the caller may change it (a response is built over its
+ * request). The relay's path for every frame a client sends.
+ * Return: as client_read_frame().
+ */
+int client_next_frame(Client *c, struct rdmacm_mux_msg **frame);
+/**
  * client_fill_input() - read from the socket unless a whole frame is
  * buffered already; client_read_frame() does this when it needs to, the
  * relay ahead of time to see several clients' frames at once.
@@ -116,6 +125,13 @@ void client_fill_response(Client *c, uint64_t token, const struct rdmacm_mux_msg
 bool client_has_output(Client *c);
 /* Queue an inbound MAD. Return: 0, or -ENOBUFS when the queue is full. */
 int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m);
+/**
+ * client_queue_mad_slot() - queue an inbound MAD that the caller writes
+ * into *@slot, whole, before anything else touches @c (the relay builds
+ * each inbound frame in its place: one copy of it less per MAD).
+ * Return: 0, -ENOBUFS when the queue is full, or -ENOMEM.
+ */
+int client_queue_mad_slot(Client *c, struct rdmacm_mux_msg **slot);
 bool client_responses_full(const Client *c);
 
 /**

@@ -254,7 +254,7 @@ static bool relay_rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uin
 
 void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 {
-	struct rdmacm_mux_msg m;
+	struct rdmacm_mux_msg *m;
 	RelayRxRoute rt = { .drop = RX_DROP_COUNT };
 	uint8_t wire_mad[RDMACM_MUX_MAD_SIZE];
 	RelayEvent ev = { .rx = true, .hdr = &buf->hdr, .mad = wire_mad, .mad_len = len,
@@ -298,26 +298,26 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		return;
 	}
 
-	/* Build the frame from zero: nothing stale may reach a client. Every
-	 * byte is written once: zeros up to the umad header (padding too),
-	 * the header and the MAD copied, zeros after the MAD to the end. */
-	memset(&m, 0, offsetof(struct rdmacm_mux_msg, umad));
-	m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-	m.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
-	memcpy(m.hdr.sgid.raw, rt.local_gid, GID_LEN);
-	m.umad_len = (int32_t)len;
-	memcpy(&m.umad.hdr, &buf->hdr, sizeof(m.umad.hdr));
-	memcpy(m.umad.mad, buf->mad, len);
-	/* the rest of the MAD and the frame's tail padding */
-	memset(m.umad.mad + len, 0, sizeof(m) - offsetof(struct rdmacm_mux_msg, umad.mad) - len);
-
-	if (client_queue_mad(&rt.client->conn, &m) < 0) {
+	if (client_queue_mad_slot(&rt.client->conn, &m) < 0) {
 		r->counters->rx_drop[RX_DROP_QUEUE_FULL]++;
 		rt.client->stats.rx_dropped++;
 		ev.drop = relay_rx_drop_name(RX_DROP_QUEUE_FULL);
 		relay_emit(r, &ev, rt.client);
 		return;
 	}
+	/* Build the frame in its queue slot, from zero: nothing stale may
+	 * reach a client. Every byte is written once: zeros up to the umad
+	 * header (padding too), the header and the MAD copied, zeros after
+	 * the MAD to the end. */
+	memset(m, 0, offsetof(struct rdmacm_mux_msg, umad));
+	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m->hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
+	memcpy(m->hdr.sgid.raw, rt.local_gid, GID_LEN);
+	m->umad_len = (int32_t)len;
+	memcpy(&m->umad.hdr, &buf->hdr, sizeof(m->umad.hdr));
+	memcpy(m->umad.mad, buf->mad, len);
+	/* the rest of the MAD and the frame's tail padding */
+	memset(m->umad.mad + len, 0, sizeof(*m) - offsetof(struct rdmacm_mux_msg, umad.mad) - len);
 	if (rt.create)
 		relay_rx_create_session(r, buf, attr == CM_ATTR_SIDR_REQ, &rt, now);
 	r->counters->rx[cm_attr_to_index(attr)]++;

@@ -560,7 +560,10 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 /* Serve one ready client: write what waits, then read and answer a batch. */
 static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 {
-	struct rdmacm_mux_msg m;
+	/* In the client's input buffer: valid until its next read, which
+	 * comes after this frame is handled (or the client's end, after
+	 * which relay_handle_request() returns false). */
+	struct rdmacm_mux_msg *m;
 
 	if ((revents & EPOLLOUT) && !relay_flush_client(r, c))
 		return;
@@ -570,7 +573,7 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 		/* The hints cover the frames buffered when they were made; a
 		 * frame that needs a refill has none. */
 		uint32_t hint = c->next_tx_hint < c->n_tx_hints ? c->tx_hints[c->next_tx_hint++] : 0;
-		int e = client_read_frame(&c->conn, &m);
+		int e = client_next_frame(&c->conn, &m);
 
 		if (e == 0) {
 			/* A client with output queued is flushed at the end of
@@ -598,7 +601,7 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 			if (session_table_count(r->sessions) >= RELAY_WARM_SESSIONS)
 				relay_tx_warm_client(r, c);
 		}
-		if (!relay_handle_request(r, c, &m, hint))
+		if (!relay_handle_request(r, c, m, hint))
 			return;
 	}
 }
