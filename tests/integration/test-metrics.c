@@ -10,7 +10,9 @@
  *     one: nothing per client;
  *   - MADs waiting for an unreachable address show as the sender queue;
  *   - metrics obeys the control socket's rules: no json form, and the
- *     allow-list refuses it like any command.
+ *     allow-list refuses it like any command;
+ *   - the example service for node_exporter (systemd/examples) writes the
+ *     page whole, and keeps the last one when the daemon is gone.
  * Run with the argument "promtool", the program instead checks the page
  * with `promtool check metrics`, and exits 77 (skipped) when promtool is
  * not installed.
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <gio/gio.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <poll.h>
 #include <stdio.h>
@@ -575,6 +578,114 @@ static void test_odd_device(Fixture *f, gconstpointer data)
 	g_free(odd_device_page(f));
 }
 
+/* ---- the node_exporter example ---- */
+
+/* @s with every @from replaced by @to. */
+static char *replace_all(const char *s, const char *from, const char *to)
+{
+	g_auto(GStrv) parts = g_strsplit(s, from, -1);
+
+	return g_strjoinv(to, parts);
+}
+
+/*
+ * The shell line of the example service (systemd/examples), as systemd
+ * would hand it to /bin/sh for instance simA-1, but with this test's
+ * socket, directory and binary.
+ */
+static char *example_script(const Daemon *d, const char *dir)
+{
+	g_autofree char *unit = NULL, *line = NULL, *a = NULL, *b = NULL, *c = NULL, *e = NULL;
+	g_autofree char *muxctl_path = g_strdup_printf("%s/rdmacm-muxctl",
+						       harness_env_bin("METRICS_UNIT_SBINDIR"));
+	const char *start, *end;
+
+	g_assert_true(g_file_get_contents(harness_env_bin("METRICS_SERVICE_UNIT"), &unit, NULL,
+					  NULL));
+	start = strstr(unit, "\nExecStart=/bin/sh -c '");
+	g_assert_nonnull(start);
+	start += strlen("\nExecStart=/bin/sh -c '");
+	end = strchr(start, '\n');
+	g_assert_nonnull(end);
+	g_assert_cmpint(end[-1], ==, '\'');
+	line = g_strndup(start, (gsize)(end - 1 - start));
+	/* A lone $ would be systemd's to expand (an environment variable),
+	 * not the shell's. */
+	for (const char *p = line; *p; p++)
+		if (*p == '$' && *++p != '$')
+			g_error("the example's ExecStart= has a lone $ (systemd expands it): %s",
+				line);
+	/* systemd's part: specifiers and $$. */
+	a = replace_all(line, "/run/rdmacm-mux-%i", d->socket);
+	b = replace_all(a, "%i", "simA-1");
+	c = replace_all(b, "$$", "$");
+	e = replace_all(c, "/var/lib/prometheus/node-exporter", dir);
+	g_assert_null(strchr(e, '%'));
+	return replace_all(e, muxctl_path, harness_env_bin("RDMACM_MUXCTL_BIN"));
+}
+
+static int run_script(const char *script)
+{
+	g_autoptr(GError) err = NULL;
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	int status;
+
+	if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL |
+			  G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL, NULL, &status, &err))
+		g_error("cannot run /bin/sh: %s", err->message);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The files in @dir, sorted, joined by spaces. */
+static char *dir_listing(const char *dir)
+{
+	g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	const char *n;
+
+	g_assert_nonnull(d);
+	while ((n = g_dir_read_name(d)))
+		g_ptr_array_add(names, g_strdup(n));
+	g_ptr_array_sort(names, (GCompareFunc)(void (*)(void))g_strcmp0);
+	g_ptr_array_add(names, NULL);
+	return g_strjoinv(" ", (char **)names->pdata);
+}
+
+/*
+ * The example service's command writes the page whole under its final
+ * name, leaves no temporary file, and when the daemon is gone fails and
+ * keeps the last page.
+ */
+static void test_textfile_example(Fixture *f, gconstpointer data)
+{
+	g_autofree char *dir = g_dir_make_tmp("metrics-textfile-XXXXXX", NULL);
+	g_autofree char *script = example_script(f->da, dir);
+	g_autofree char *path = g_build_filename(dir, "rdmacm-mux-simA-1.prom", NULL);
+	g_autofree char *text = NULL, *error = NULL, *listing = NULL, *again = NULL;
+	g_autoptr(PromPage) p = NULL;
+	(void)data;
+
+	g_assert_cmpint(run_script(script), ==, 0);
+	listing = dir_listing(dir);
+	g_assert_cmpstr(listing, ==, "rdmacm-mux-simA-1.prom");
+	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	p = prom_page_parse(text, &error);
+	if (!p)
+		g_error("the example wrote a page that does not read: %s\n%s", error, text);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_clients", NULL), ==, 2);
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpint(run_script(script), !=, 0);
+	g_free(listing);
+	listing = dir_listing(dir);
+	g_assert_cmpstr(listing, ==, "rdmacm-mux-simA-1.prom");
+	g_assert_true(g_file_get_contents(path, &again, NULL, NULL));
+	g_assert_cmpstr(again, ==, text);
+
+	g_assert_cmpint(g_unlink(path), ==, 0);
+	g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
 /* ---- the sender queue ---- */
 
 static void test_sender_queue(Fixture *f, gconstpointer data)
@@ -752,6 +863,7 @@ int main(int argc, char **argv)
 		HARNESS_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_matches_json),
 		HARNESS_TEST("/metrics/many-clients", many_opts, fixture_setup, test_many_clients),
 		HARNESS_TEST("/metrics/odd-device", NULL, fixture_setup, test_odd_device),
+		HARNESS_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfile_example),
 		HARNESS_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue),
 		HARNESS_TEST("/metrics/control-rules", allow_open_opts, fixture_setup, test_control_rules),
 	};
