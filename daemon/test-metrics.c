@@ -3,11 +3,12 @@
  * Unit tests of the metrics page (metrics.h): label values are escaped as
  * the format says, whatever the device is called; the page of a snapshot
  * reads back with the tests' strict reader (tests/support/prom-text.h)
- * with every counter exactly once; its size does not depend on the
- * numbers; and a snapshot of a relay driven in-process (relay-driver.h)
+ * with every counter exactly once, and with promtool where it is
+ * installed; its size does not depend on the numbers; and a snapshot of a relay driven in-process (relay-driver.h)
  * counts its clients, queues and sessions.
  */
 #include <arpa/inet.h>
+#include <gio/gio.h>
 #include <glib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,36 @@ static void test_page(void)
 	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_closed_for_sending_total", NULL), ==, 4);
 }
 
+/* Where promtool is installed, it takes the page of a device named with
+ * every character that needs escaping. (The integration test's promtool
+ * run covers a real daemon, whose device name cannot hold a line feed.) */
+static void test_promtool(void)
+{
+	g_autofree char *promtool = g_find_program_in_path("promtool");
+	g_autofree char *out = NULL, *err_text = NULL;
+	g_autoptr(GString) page = g_string_new(NULL);
+	g_autoptr(GSubprocess) proc = NULL;
+	g_autoptr(GError) err = NULL;
+	MetricsSnapshot m;
+
+	if (!promtool) {
+		g_test_skip("promtool is not installed (Debian package prometheus)");
+		return;
+	}
+	snapshot_fill(&m, "mlx\"5\\0\nx\xff");
+	metrics_format(&m, page);
+	proc = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+					G_SUBPROCESS_FLAGS_STDERR_PIPE,
+				&err, promtool, "check", "metrics", NULL);
+	g_assert_no_error(err);
+	g_assert_true(g_subprocess_communicate_utf8(proc, page->str, NULL, &out, &err_text, &err));
+	g_assert_no_error(err);
+	if (!g_subprocess_get_if_exited(proc) || g_subprocess_get_exit_status(proc) != 0 || *out ||
+	    *err_text)
+		g_error("promtool check metrics refused the page:\n%s%s\n---\n%s", out, err_text,
+			page->str);
+}
+
 /* The page has the same lines for any numbers, and stays small: it never
  * needs the control socket's answer limit. */
 static void test_bounded(void)
@@ -384,6 +415,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/metrics/escape", test_escape);
 	g_test_add_func("/metrics/page", test_page);
 	g_test_add_func("/metrics/bounded", test_bounded);
+	g_test_add_func("/metrics/promtool", test_promtool);
 	g_test_add("/metrics/snapshot", Fixture, NULL, fixture_setup, test_snapshot,
 		   fixture_teardown);
 	return g_test_run();
