@@ -24,6 +24,8 @@
 
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config.h"
