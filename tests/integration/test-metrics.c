@@ -70,12 +70,12 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->stuck = -1;
 }
 
-/* A fabric where a write to an address nobody has takes 3 s, as the
+/* A fabric where a write to an address nobody has takes 5 s, as the
  * kernel's address resolution does (see test-bounds.c); one client may
  * have all of UNREACHABLE MADs with the sender threads. */
 static void unreachable_setup(Fixture *f, gconstpointer data)
 {
-	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "3000",
+	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "5000",
 				       NULL };
 	const char *const opts[] = { "--max-slow-sends", G_STRINGIFY(UNREACHABLE), NULL };
 
@@ -293,6 +293,28 @@ static int stuck_client(Daemon *d, const char *gid)
 	return fd;
 }
 
+/* Wait until @d's request count holds still for 300 ms (it has read all
+ * it will read), up to 10 s. */
+static void wait_requests_settle(const Daemon *d)
+{
+	gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	double last = -1;
+	int same = 0;
+
+	while (same < 3) {
+		g_autoptr(PromPage) p = NULL;
+		double now;
+
+		if (g_get_monotonic_time() > end)
+			g_error("the daemon's request count did not settle");
+		g_usleep(100000);
+		p = page_read(d, NULL);
+		now = metric(p, "rdmacm_mux_requests_total", NULL);
+		same = now == last ? same + 1 : 0;
+		last = now;
+	}
+}
+
 /* ---- the page equals the JSON ---- */
 
 /* Where each scalar of "counters" is on the page. */
@@ -466,6 +488,7 @@ static void test_page_matches_json(Fixture *f, gconstpointer data)
 
 	make_traffic(f);
 	f->stuck = stuck_client(f->da, "::ffff:10.0.1.7");
+	wait_requests_settle(f->da);
 
 	p = page_read(f->da, NULL);
 	counters = json_answer(f->da, "counters");
@@ -705,14 +728,19 @@ static void test_sender_queue(Fixture *f, gconstpointer data)
 						    &tickets[i]),
 				==, 0);
 	}
-	/* Let the daemon take them in; every write waits 3 s. */
+	/* The daemon takes them in; each write waits 5 s, so all are with
+	 * the threads for that long. */
 	(void)rdmacm_mux_process(f->a1->mux);
-	g_usleep(200000);
-	{
+	for (gint64 end = g_get_monotonic_time() + 4 * G_USEC_PER_SEC;;) {
 		g_autoptr(PromPage) p = page_read(f->da, NULL);
+		double queued = metric(p, "rdmacm_mux_sender_queued_mads", NULL);
 
-		g_assert_cmpfloat(metric(p, "rdmacm_mux_sender_queued_mads", NULL), ==,
-				  UNREACHABLE);
+		g_assert_cmpfloat(queued, <=, UNREACHABLE);
+		if (queued == UNREACHABLE)
+			break;
+		if (g_get_monotonic_time() > end)
+			g_error("the sender queue has %.0f MADs, not %d", queued, UNREACHABLE);
+		g_usleep(50000);
 	}
 	for (unsigned i = 0; i < UNREACHABLE; i++) {
 		g_assert_cmpint(rdmacm_mux_wait(f->a1->mux, tickets[i], 20000, &resp), ==, 0);
