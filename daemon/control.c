@@ -24,6 +24,7 @@
 #include "config.h"
 #include "json-writer.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* The longest command name a client's info can carry (Client.comm). */
@@ -325,6 +326,7 @@ static const char help_text[] =
 	"  clients    every client: credentials, GIDs, queue, sessions, stats\n"
 	"  sessions   every CM session: comm ids, GIDs, state, timer\n"
 	"  counters   every relay counter\n"
+	"  metrics    the counters and totals in the Prometheus text format (no json)\n"
 	"  trace      a line per MAD event, until the client closes\n";
 
 static void conn_command(ControlConn *k, char *line)
@@ -369,7 +371,17 @@ static void conn_command(ControlConn *k, char *line)
 		control_answer_sessions(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "counters") == 0)
 		control_answer_counters(ctl->relay, k->out, k->json);
-	else if (strcmp(words[0], "help") == 0 && !k->json)
+	else if (strcmp(words[0], "metrics") == 0) {
+		MetricsSnapshot m;
+
+		/* The format is the answer: there is no JSON form of it. */
+		if (k->json) {
+			conn_error(k, "metrics has no json form (it is the Prometheus text format)");
+			return;
+		}
+		metrics_snapshot(ctl->relay, &ctl->cfg, &ctl->stats, &m);
+		metrics_format(&m, k->out);
+	} else if (strcmp(words[0], "help") == 0 && !k->json)
 		g_string_append(k->out, help_text);
 	else if (strcmp(words[0], "trace") == 0) {
 		conn_start_trace(k);

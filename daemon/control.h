@@ -13,11 +13,13 @@
  *
  *   client -> daemon   one line: COMMAND [json] "\n"
  *                      COMMAND is status, clients, sessions, counters,
- *                      trace or help; "\r\n" is accepted; at most
+ *                      metrics, trace or help; "\r\n" is accepted; at most
  *                      CONTROL_MAX_LINE bytes, printable ASCII only.
  *   daemon -> client   the answer, then the daemon closes the connection.
  *                      Text answers are tables; with "json", one JSON
- *                      document followed by "\n".
+ *                      document followed by "\n". metrics is text only:
+ *                      the Prometheus text format (metrics.h), aggregates
+ *                      only, so its size does not grow with the clients.
  *                      trace streams one line per MAD event (text, or one
  *                      JSON object per line) until the client closes. Its
  *                      first line is "# tracing DEV port N" (JSON:

@@ -871,6 +871,11 @@ size_t relay_session_memory(const Relay *r)
 	return session_table_memory(r->sessions);
 }
 
+uint32_t relay_sender_queued(const Relay *r)
+{
+	return r->sender ? umad_sender_pending(r->sender) : 0;
+}
+
 const RelayCounters *relay_counters(const Relay *r)
 {
 	return r->counters;

@@ -145,6 +145,8 @@ uint32_t relay_gid_count(const Relay *r);
 uint32_t relay_session_count(const Relay *r);
 const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
+/* MADs with the sender threads, not written yet (0 without threads). */
+uint32_t relay_sender_queued(const Relay *r);
 
 typedef struct RelayClient RelayClient;
 typedef struct Session Session;

@@ -16,6 +16,10 @@ packages=(
 	systemd valgrind
 	# tests: JSON of the control socket (test-only), --trace-pcap decoding
 	libjson-glib-dev tshark
+	# tests: `promtool check metrics` on rdmacm-muxctl metrics' page. Debian
+	# ships promtool only in the server's package (about 100 MB installed;
+	# the server itself is stopped again below)
+	prometheus
 	# man pages (man/*.scd)
 	scdoc
 	# benchmark plot (bench/, --plot)
@@ -51,3 +55,10 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# The prometheus package enables and starts its server where systemd runs;
+# the tests need only promtool, not a server on port 9090. A prometheus
+# that was there before this script is left alone.
+if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+	systemctl disable --now prometheus.service || true
+fi

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 		"  clients    every client: pid, uid, command, GIDs, queue, sessions, stats\n"
 		"  sessions   every CM session: comm ids (client, wire, peer), GIDs, state, timer\n"
 		"  counters   every relay counter\n"
+		"  metrics    the counters and totals in the Prometheus text format, for\n"
+		"             node_exporter's textfile collector (no --json)\n"
 		"  trace      every CM MAD the daemon relays or refuses, live, until interrupted\n"
 		"  restart    have the daemon execute its binary again (an upgrade takes effect),\n"
 		"             keeping every client, GID and session (root; also SIGHUP)\n"
@@ -267,7 +269,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const commands[] = { "status", "clients", "sessions", "counters",
-						 "trace", "restart" };
+						 "metrics", "trace", "restart" };
 	const char *device = NULL, *prefix = RDMACM_MUX_SOCKET_PREFIX, *socket_opt = NULL;
 	const char *command = NULL;
 	char *path = NULL, *line = NULL;
@@ -322,7 +324,13 @@ int main(int argc, char **argv)
 		known |= strcmp(command, commands[i]) == 0;
 	if (!known) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s' (status, clients, sessions, "
-				"counters, trace, restart)\n", command);
+				"counters, metrics, trace, restart)\n", command);
+		return 2;
+	}
+	/* Its format is the answer; the daemon would refuse it too. */
+	if (json && strcmp(command, "metrics") == 0) {
+		fprintf(stderr, "rdmacm-muxctl: metrics has no --json form (it is the Prometheus "
+				"text format)\n");
 		return 2;
 	}
 	if (socket_opt && device) {

@@ -69,6 +69,15 @@ where 'modprobe\.d/rdmacm-mux\.conf' "the modprobe.d file"
 grep -qx 'install ib_cm /bin/false' "$dest$hit" ||
 	fail "the modprobe.d file does not keep ib_cm away"
 where 'examples/rdmacm-mux\.conf' "the example config"
+# node_exporter's example pair: documentation, never among the units, and
+# the service runs the installed rdmacm-muxctl.
+where 'examples/rdmacm-mux-metrics@\.timer' "the example timer"
+where 'examples/rdmacm-mux-metrics@\.service' "the example service"
+grep -q " $sbindir/rdmacm-muxctl " "$dest$hit" ||
+	fail "the example service does not run $sbindir/rdmacm-muxctl"
+grep -q '@[A-Za-z_]*@' "$dest$hit" && fail "the example service has an unsubstituted @VARIABLE@"
+grep -q 'systemd/system/rdmacm-mux-metrics@' "$tmp/installed" &&
+	fail "the example units are installed as units"
 for page in $MAN_PAGES; do
 	where "man[0-9]/${page//./\\.}" "man page $page"
 	[[ -s $dest$hit ]] || fail "man page $hit is empty"

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the metrics page (metrics.h): label values are escaped as
+ * the format says, whatever the device is called; the page of a snapshot
+ * reads back with the tests' strict reader (tests/support/prom-text.h)
+ * with every counter exactly once, and with promtool where it is
+ * installed; its size does not depend on the numbers; and a snapshot of a relay driven in-process (relay-driver.h)
+ * counts its clients, queues and sessions.
+ */
+#include <arpa/inet.h>
+#include <gio/gio.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "prom-text.h"
+#include "relay-driver.h"
+#include "util.h"
+
+static const char *const required_labels[] = { "device", "port", NULL };
+
+static char *label_value(const char *s, size_t len)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+
+	metrics_append_label_value(out, s, len);
+	return g_strdup(out->str);
+}
+
+static void test_escape(void)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} cases[] = {
+		{ "mlx5_0", 6, "mlx5_0" },
+		{ "a\\b", 3, "a\\\\b" },
+		{ "a\"b", 3, "a\\\"b" },
+		{ "a\nb", 3, "a\\nb" },
+		{ "\\\"\n", 3, "\\\\\\\"\\n" },
+		/* other control characters and bytes that are not UTF-8 */
+		{ "a\tb", 3, "a\xef\xbf\xbd" "b" },
+		{ "a\0b", 3, "a\xef\xbf\xbd" "b" },
+		{ "a\x7f", 2, "a\xef\xbf\xbd" },
+		{ "\xff\xfe", 2, "\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xc3", 1, "\xef\xbf\xbd" },		/* cut short */
+		{ "\xc3\xbc" "b", 3, "\xc3\xbc" "b" }, /* valid UTF-8 stays */
+		{ "", 0, "" },
+	};
+
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autofree char *got = label_value(cases[i].in, cases[i].len);
+
+		if (strcmp(got, cases[i].out) != 0)
+			g_error("case %zu: '%s' became '%s', not '%s'", i, cases[i].in, got,
+				cases[i].out);
+		g_assert_true(g_utf8_validate(got, -1, NULL));
+	}
+}
+
+/* A snapshot whose every counter has its own value: 1000, 1001, ...
+ * @device may be hostile. */
+static void snapshot_fill(MetricsSnapshot *m, const char *device)
+{
+	uint64_t words[sizeof(RelayCounters) / sizeof(uint64_t)];
+
+	*m = (MetricsSnapshot){
+		.device = device,
+		.port = 2,
+		.link_layer = "Ethernet",
+		.version = "9.8.7",
+		.lid = 0,
+		.pid = 4321,
+		.uptime_ms = 61234,
+		.generation = 3,
+		.clients = 5,
+		.gids = 7,
+		.session_memory_bytes = 65536,
+		.client_queued_frames = 12,
+		.client_queued_frames_max = 9,
+		.sender_queued = 4,
+		.control = { .trace_readers = 1,
+			     .trace_readers_refused = 2,
+			     .trace_readers_shed = 3,
+			     .closed_for_sending = 4 },
+		.max_trace_readers = 4,
+	};
+	for (int i = 0; i < SESSION_STATE_COUNT; i++)
+		m->sessions[i] = (uint32_t)(i + 1) * 10;
+	for (size_t i = 0; i < G_N_ELEMENTS(words); i++)
+		words[i] = 1000 + i;
+	memcpy(&m->counters, words, sizeof(words));
+}
+
+static PromPage *format_and_read(const MetricsSnapshot *m, char **text)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autofree char *error = NULL, *policy = NULL;
+	PromPage *p;
+
+	metrics_format(m, out);
+	p = prom_page_parse(out->str, &error);
+	if (!p)
+		g_error("the page does not read: %s\n%s", error, out->str);
+	policy = prom_page_check(p, "rdmacm_mux_", required_labels);
+	if (policy)
+		g_error("the page breaks a rule: %s\n%s", policy, out->str);
+	if (text)
+		*text = g_strdup(out->str);
+	return p;
+}
+
+static double value_of(const PromPage *p, const char *name, const char *const *labels)
+{
+	double v = -1;
+	unsigned n = prom_page_find(p, name, labels, &v);
+
+	if (n != 1)
+		g_error("%u samples of %s with those labels, expected 1", n, name);
+	return v;
+}
+
+static void test_page(void)
+{
+	static const char device[] = "mlx\"5\\0\nx";
+	MetricsSnapshot m;
+	g_autoptr(PromPage) p = NULL;
+	g_autoptr(GHashTable) counter_values = g_hash_table_new(g_int64_hash, g_int64_equal);
+	g_autofree gint64 *keys = NULL;
+	size_t n_words = sizeof(RelayCounters) / sizeof(uint64_t);
+
+	snapshot_fill(&m, device);
+	p = format_and_read(&m, NULL);
+
+	/* The hostile device name reads back as it was, on every sample. */
+	for (guint i = 0; i < p->samples->len; i++) {
+		const PromSample *s = p->samples->pdata[i];
+
+		g_assert_cmpstr(g_array_index(s->labels, PromLabel, 0).name, ==, "device");
+		g_assert_cmpstr(g_array_index(s->labels, PromLabel, 0).value, ==, device);
+		g_assert_cmpstr(g_array_index(s->labels, PromLabel, 1).value, ==, "2");
+	}
+
+	/* Every RelayCounters word is one counter sample, and only once; the
+	 * other counters are the control socket's and the generation. */
+	keys = g_new0(gint64, p->samples->len);
+	for (guint i = 0; i < p->samples->len; i++) {
+		const PromSample *s = p->samples->pdata[i];
+		const PromFamily *f = prom_page_family(p, s->family);
+
+		if (strcmp(f->type, "counter") != 0 || s->value < 1000)
+			continue;
+		keys[i] = (gint64)s->value;
+		if (g_hash_table_contains(counter_values, &keys[i]))
+			g_error("counter value %" G_GINT64_FORMAT " twice (%s)", keys[i], s->name);
+		g_hash_table_add(counter_values, &keys[i]);
+	}
+	g_assert_cmpuint(g_hash_table_size(counter_values), ==, n_words);
+	for (size_t i = 0; i < n_words; i++) {
+		gint64 want = 1000 + (gint64)i;
+
+		g_assert_true(g_hash_table_contains(counter_values, &want));
+	}
+
+	/* Where some of them went, by name and labels. */
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_mads_total",
+				   (const char *const[]){ "attribute", "REQ", "direction", "tx",
+							  NULL }),
+			  ==, m.counters.tx[CM_IDX_REQ]);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_mads_total",
+				   (const char *const[]){ "attribute", "RTU", "direction", "rx",
+							  NULL }),
+			  ==, m.counters.rx[CM_IDX_RTU]);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_rx_dropped_total",
+				   (const char *const[]){ "reason", "spoofed", NULL }),
+			  ==, m.counters.rx_drop[RX_DROP_SPOOFED]);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_tx_refused_total",
+				   (const char *const[]){ "reason", "send-busy", NULL }),
+			  ==, m.counters.tx_reject[TX_REJECT_SEND_BUSY]);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_gid_registrations_total",
+				   (const char *const[]){ "result", "refused", NULL }),
+			  ==, m.counters.reg_refused);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_umad_recv_errors_total", NULL), ==,
+			  m.counters.recv_errors);
+
+	/* The gauges and the rest. */
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_info",
+				   (const char *const[]){ "version", "9.8.7", "link_layer",
+							  "Ethernet", NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_uptime_seconds", NULL), ==, 61.234);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_reexecutions_total", NULL), ==, 3);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_process_id", NULL), ==, 4321);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_clients", NULL), ==, 5);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_gids", NULL), ==, 7);
+	for (int i = 0; i < SESSION_STATE_COUNT; i++)
+		g_assert_cmpfloat(value_of(p, "rdmacm_mux_sessions",
+					   (const char *const[]){
+						   "state", session_state_name((SessionState)i),
+						   NULL }),
+				  ==, m.sessions[i]);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_session_memory_bytes", NULL), ==, 65536);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_client_queued_frames", NULL), ==, 12);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_client_queued_frames_max", NULL), ==, 9);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 4);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers", NULL), ==, 1);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_max", NULL), ==, 4);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_refused_total", NULL), ==,
+			  2);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_shed_total", NULL), ==, 3);
+	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_closed_for_sending_total", NULL), ==, 4);
+}
+
+/* Where promtool is installed, it takes the page of a device named with
+ * every character that needs escaping. (The integration test's promtool
+ * run covers a real daemon, whose device name cannot hold a line feed.) */
+static void test_promtool(void)
+{
+	g_autofree char *promtool = g_find_program_in_path("promtool");
+	g_autofree char *out = NULL, *err_text = NULL;
+	g_autoptr(GString) page = g_string_new(NULL);
+	g_autoptr(GSubprocess) proc = NULL;
+	g_autoptr(GError) err = NULL;
+	MetricsSnapshot m;
+
+	if (!promtool) {
+		g_test_skip("promtool is not installed (Debian package prometheus)");
+		return;
+	}
+	snapshot_fill(&m, "mlx\"5\\0\nx\xff");
+	metrics_format(&m, page);
+	proc = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+					G_SUBPROCESS_FLAGS_STDERR_PIPE,
+				&err, promtool, "check", "metrics", NULL);
+	g_assert_no_error(err);
+	g_assert_true(g_subprocess_communicate_utf8(proc, page->str, NULL, &out, &err_text, &err));
+	g_assert_no_error(err);
+	if (!g_subprocess_get_if_exited(proc) || g_subprocess_get_exit_status(proc) != 0 || *out ||
+	    *err_text)
+		g_error("promtool check metrics refused the page:\n%s%s\n---\n%s", out, err_text,
+			page->str);
+}
+
+/* The page has the same lines for any numbers, and stays small: it never
+ * needs the control socket's answer limit. */
+static void test_bounded(void)
+{
+	MetricsSnapshot small, big;
+	g_autofree char *text_small = NULL, *text_big = NULL;
+	g_autoptr(PromPage) ps = NULL, pb = NULL;
+	char device[65];
+
+	snapshot_fill(&small, "a");
+	memset(device, 'x', sizeof(device) - 1);
+	device[sizeof(device) - 1] = '\0';
+	snapshot_fill(&big, device);
+	memset(&big.counters, 0xff, sizeof(big.counters));
+	big.clients = big.gids = UINT32_MAX;
+	big.client_queued_frames = UINT64_MAX;
+	big.uptime_ms = UINT64_MAX;
+	big.pid = INT32_MAX;
+	ps = format_and_read(&small, &text_small);
+	pb = format_and_read(&big, &text_big);
+	g_assert_cmpuint(ps->samples->len, ==, pb->samples->len);
+	g_assert_cmpuint(ps->families->len, ==, pb->families->len);
+	g_assert_cmpuint(strlen(text_big), <, 32 * 1024);
+	g_test_message("page: %zu bytes, %u families, %u samples", strlen(text_big),
+		       pb->families->len, pb->samples->len);
+}
+
+/* ---- a snapshot of a relay ---- */
+
+typedef struct Fixture {
+	char *sysfs;
+	sd_event *event;
+	Relay *relay;
+} Fixture;
+
+static int discard_send(void *userdata, UmadBuffer *buf, size_t len)
+{
+	(void)userdata;
+	(void)buf;
+	(void)len;
+	return 0;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	g_autofree char *parent = g_path_get_dirname(path);
+
+	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autofree char *port = NULL;
+	UmadPort *p = NULL;
+	RelayConfig cfg = {
+		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
+		.max_pending = 16, .max_bad_frames = 4, .max_half_open = 4,
+		.max_half_open_per_peer = 4, .max_total_half_open = 16,
+		.max_total_sessions = 64, .max_clients_per_uid = 8,
+		.timeouts_ms = { 0, 1000, 2000, 500 },
+	};
+	(void)data;
+
+	f->sysfs = g_dir_make_tmp("metrics-XXXXXX", NULL);
+	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
+	write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	write_file(port, "gid_attrs/types/0", "RoCE v2\n");
+	write_file(port, "gid_attrs/types/1", "RoCE v2\n");
+	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
+	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, discard_send, f, &p), ==, 0);
+	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
+	g_assert_cmpint(relay_new(f->event, p, &cfg, &f->relay), ==, 0);
+	relay_driver_set_time(f->relay, 1000000);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
+	(void)data;
+
+	relay_free(f->relay);
+	sd_event_unref(f->event);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->sysfs);
+}
+
+static void request(Fixture *f, uint32_t client, uint32_t op, const char *sgid_text,
+		    const uint8_t *mad, const char *dest_text)
+{
+	struct rdmacm_mux_msg m = { 0 };
+
+	m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m.hdr.op_code = op;
+	g_assert_cmpint(inet_pton(AF_INET6, sgid_text, m.hdr.sgid.raw), ==, 1);
+	if (mad) {
+		m.umad_len = 256;
+		memcpy(m.umad.mad, mad, 256);
+		m.umad.hdr.addr.grh_present = 1;
+		g_assert_cmpint(inet_pton(AF_INET6, dest_text, m.umad.hdr.addr.gid), ==, 1);
+	}
+	g_assert_cmpint(relay_driver_request(f->relay, client, &m), ==, 0);
+}
+
+/* A REQ with LocalCommID @comm_id to @peer. */
+static void req_mad(uint8_t mad[256], uint32_t comm_id, const char *peer)
+{
+	memset(mad, 0, 256);
+	mad[0] = 1, mad[1] = 7, mad[2] = 2, mad[3] = 3; /* CM, version 2, Send */
+	mad[16] = 0x00, mad[17] = 0x10;			/* REQ */
+	put_be32(mad + 24, comm_id);
+	g_assert_cmpint(inet_pton(AF_INET6, peer, mad + 96), ==, 1);
+}
+
+static void test_snapshot(Fixture *f, gconstpointer data)
+{
+	ControlConfig cfg;
+	ControlStats stats = { .trace_readers = 2, .closed_for_sending = 5 };
+	MetricsSnapshot m;
+	uint32_t c1 = relay_driver_add_client(f->relay);
+	uint32_t c2 = relay_driver_add_client(f->relay);
+	uint32_t c3 = relay_driver_add_client(f->relay);
+	uint8_t mad[256];
+	(void)data;
+
+	control_config_init(&cfg, "/x", "/x.ctl");
+	cfg.generation = 6;
+	/* Two GIDs; their responses stay queued (drivers' clients are read
+	 * only when drained): c1 one frame, c2 one, c3 none. */
+	request(f, c1, RDMACM_MUX_OP_CODE_REG, "::ffff:10.0.1.1", NULL, NULL);
+	request(f, c2, RDMACM_MUX_OP_CODE_REG, "::ffff:10.0.1.2", NULL, NULL);
+	/* c1 starts a session; its response queues behind the first. */
+	req_mad(mad, 7, "::ffff:10.0.2.9");
+	request(f, c1, RDMACM_MUX_OP_CODE_MAD, "::ffff:10.0.1.1", mad, "::ffff:10.0.2.9");
+	(void)c3;
+
+	metrics_snapshot(f->relay, &cfg, &stats, &m);
+	g_assert_cmpstr(m.device, ==, "fake0");
+	g_assert_cmpint(m.port, ==, 1);
+	g_assert_cmpstr(m.link_layer, ==, "Ethernet");
+	g_assert_cmpuint(m.clients, ==, 3);
+	g_assert_cmpuint(m.gids, ==, 2);
+	g_assert_cmpuint(m.sessions[SESSION_REQ_SENT], ==, 1);
+	for (int i = 0; i < SESSION_STATE_COUNT; i++)
+		if (i != SESSION_REQ_SENT)
+			g_assert_cmpuint(m.sessions[i], ==, 0);
+	g_assert_cmpuint(m.client_queued_frames, ==, 3);
+	g_assert_cmpuint(m.client_queued_frames_max, ==, 2);
+	g_assert_cmpuint(m.sender_queued, ==, 0);
+	g_assert_cmpmem(&m.counters, sizeof(m.counters), relay_counters(f->relay),
+			sizeof(RelayCounters));
+	g_assert_cmpuint(m.counters.tx[CM_IDX_REQ], ==, 1);
+	g_assert_cmpuint(m.counters.reg_ok, ==, 2);
+	g_assert_cmpuint(m.generation, ==, 6);
+	g_assert_cmpuint(m.control.trace_readers, ==, 2);
+	g_assert_cmpuint(m.control.closed_for_sending, ==, 5);
+	g_assert_cmpuint(m.max_trace_readers, ==, CONTROL_MAX_TRACE_READERS);
+	g_assert_cmpint(m.pid, ==, getpid());
+	g_assert_cmpuint(m.uptime_ms, <, 60000);
+
+	/* And its page reads. */
+	prom_page_free(format_and_read(&m, NULL));
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/metrics/escape", test_escape);
+	g_test_add_func("/metrics/page", test_page);
+	g_test_add_func("/metrics/bounded", test_bounded);
+	g_test_add_func("/metrics/promtool", test_promtool);
+	g_test_add("/metrics/snapshot", Fixture, NULL, fixture_setup, test_snapshot,
+		   fixture_teardown);
+	return g_test_run();
+}

@@ -1,0 +1,924 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of `rdmacm-muxctl metrics` against real daemons on the
+ * simulated fabric:
+ *   - after a handshake, a SIDR query, a rejected REQ, a refused MAD and a
+ *     client whose answers pile up, the page reads with the tests' strict
+ *     reader (tests/support/prom-text.h) and every number on it equals
+ *     what `counters --json`, `status --json` and `clients --json` say;
+ *   - the page of a daemon with 1024 clients has the same series as with
+ *     one: nothing per client;
+ *   - MADs waiting for an unreachable address show as the sender queue;
+ *   - metrics obeys the control socket's rules: no json form, and the
+ *     allow-list refuses it like any command;
+ *   - the example service for node_exporter (systemd/examples) writes the
+ *     page whole, and keeps the last one when the daemon is gone.
+ * Run with the argument "promtool", the program instead checks the page
+ * with `promtool check metrics`, and exits 77 (skipped) when promtool is
+ * not installed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gio/gio.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "prom-text.h"
+
+#define MANY_CLIENTS 1024
+#define UNREACHABLE 6
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Daemon *da, *db;
+	Vm *a1, *a2, *b1;
+	uint32_t tid;
+	int stuck; /* a raw client that does not read, or -1 */
+} Fixture;
+
+static const char *const required_labels[] = { "device", "port", NULL };
+
+/* A CA whose name needs escaping in a label value: a quote and a
+ * backslash (sysfs names cannot hold a line feed; the unit test has one). */
+#define ODD_CA "sim\"Q\\x"
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	const char *const fabric[] = { "--preset", "two-hosts", "--roce-ca",
+				       ODD_CA "=::ffff:10.0.3.1", NULL };
+
+	f->fabric = fabric_new_args(fabric);
+	/* Other users reach the sockets in it (their modes decide the rest). */
+	g_assert_cmpint(chmod(f->fabric->dir, 0711), ==, 0);
+	f->da = daemon_start(f->fabric, "simA", data);
+	f->db = daemon_start(f->fabric, "simB", NULL);
+	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	f->a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
+	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	f->tid = 0x5100;
+	f->stuck = -1;
+}
+
+/* A fabric where a write to an address nobody has takes 5 s, as the
+ * kernel's address resolution does (see test-bounds.c); one client may
+ * have all of UNREACHABLE MADs with the sender threads. */
+static void unreachable_setup(Fixture *f, gconstpointer data)
+{
+	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "5000",
+				       NULL };
+	const char *const opts[] = { "--max-slow-sends", G_STRINGIFY(UNREACHABLE), NULL };
+
+	(void)data;
+	f->fabric = fabric_new_args(fabric);
+	f->da = daemon_start(f->fabric, "simA", opts);
+	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	f->stuck = -1;
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	if (f->stuck >= 0)
+		close(f->stuck);
+	hosts_free(f->fabric, f->da, f->db, (Vm *const[]){ f->a1, f->a2, f->b1 }, 3);
+}
+
+/* Run rdmacm-muxctl --socket D's socket ARGS...; its stdout in *@out and
+ * its stderr appended. Return: its exit status. */
+static int muxctl(const Daemon *d, const char *const *args, char **out)
+{
+	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+	g_autoptr(GError) err = NULL;
+	g_autofree char *errout = NULL;
+	char *stdout_text = NULL;
+	int status;
+
+	g_ptr_array_add(argv, (gpointer)harness_env_bin("RDMACM_MUXCTL_BIN"));
+	g_ptr_array_add(argv, (gpointer) "--socket");
+	g_ptr_array_add(argv, d->socket);
+	for (; *args; args++)
+		g_ptr_array_add(argv, (gpointer)*args);
+	g_ptr_array_add(argv, NULL);
+	if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+			  &stdout_text, &errout, &status, &err))
+		g_error("cannot run rdmacm-muxctl: %s", err->message);
+	*out = g_strconcat(stdout_text, errout, NULL);
+	g_free(stdout_text);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The metrics page of @d as text (asserts muxctl succeeded). */
+static char *page_text(const Daemon *d)
+{
+	g_autofree char *out = NULL;
+
+	if (muxctl(d, (const char *const[]){ "metrics", NULL }, &out) != 0)
+		g_error("rdmacm-muxctl metrics failed: %s", out);
+	return g_steal_pointer(&out);
+}
+
+/* The page of @d, read and checked against the format and our rules. */
+static PromPage *page_read(const Daemon *d, char **text_out)
+{
+	g_autofree char *text = page_text(d);
+	g_autofree char *error = NULL, *policy = NULL;
+	PromPage *p = prom_page_parse(text, &error);
+
+	if (!p)
+		g_error("the page does not read: %s\n%s", error, text);
+	policy = prom_page_check(p, "rdmacm_mux_", required_labels);
+	if (policy)
+		g_error("the page breaks a rule: %s\n%s", policy, text);
+	if (text_out)
+		*text_out = g_steal_pointer(&text);
+	return p;
+}
+
+static JsonNode *json_answer(const Daemon *d, const char *command)
+{
+	g_autofree char *out = NULL;
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) err = NULL;
+
+	if (muxctl(d, (const char *const[]){ command, "--json", NULL }, &out) != 0)
+		g_error("rdmacm-muxctl %s --json failed: %s", command, out);
+	if (!json_parser_load_from_data(parser, out, -1, &err))
+		g_error("rdmacm-muxctl %s --json is not JSON (%s):\n%s", command, err->message, out);
+	return json_node_copy(json_parser_get_root(parser));
+}
+
+static int64_t member_int(JsonObject *o, const char *name)
+{
+	if (!json_object_has_member(o, name))
+		g_error("no member %s", name);
+	return json_object_get_int_member(o, name);
+}
+
+/* The one sample of @name with @labels (name, value, ..., NULL). */
+static double metric(const PromPage *p, const char *name, const char *const *labels)
+{
+	double v = -1;
+	unsigned n = prom_page_find(p, name, labels, &v);
+
+	if (n != 1)
+		g_error("%u samples of %s with those labels, expected 1", n, name);
+	return v;
+}
+
+/* The sum of @name's samples whose label @label is @value (or all). */
+static double metric_sum(const PromPage *p, const char *name, const char *label,
+			 const char *value)
+{
+	double sum = 0;
+
+	for (guint i = 0; i < p->samples->len; i++) {
+		const PromSample *s = p->samples->pdata[i];
+		bool match = strcmp(s->name, name) == 0;
+
+		for (guint j = 0; match && label && j < s->labels->len; j++) {
+			const PromLabel *l = &g_array_index(s->labels, PromLabel, j);
+
+			if (strcmp(l->name, label) == 0)
+				match = strcmp(l->value, value) == 0;
+		}
+		if (match)
+			sum += s->value;
+	}
+	return sum;
+}
+
+static void expect_metric(const PromPage *p, const char *name, const char *const *labels,
+			  int64_t want)
+{
+	double got = metric(p, name, labels);
+
+	if (got != (double)want)
+		g_error("%s%s%s = %.0f on the page, %" G_GINT64_FORMAT " in the JSON", name,
+			labels && labels[0] ? " " : "", labels && labels[0] ? labels[1] : "", got,
+			want);
+}
+
+/* ---- traffic ---- */
+
+static void send_expect(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inbound *in)
+{
+	g_assert_cmpint(vm_send(from, to->gid, mad), ==, 0);
+	vm_expect(to, mad_attr(mad), in);
+}
+
+/*
+ * On daemon A: a1 -> b1 established, a SIDR query a2 -> b1 answered, a2's
+ * REQ rejected by b1 (closing), one MAD refused (not CM), one UNREG
+ * refused.
+ */
+static void make_traffic(Fixture *f)
+{
+	struct rdmacm_mux_inbound in;
+	uint8_t mad[256];
+	uint32_t wa, wp, ws, wr;
+	uint32_t ticket;
+	struct rdmacm_mux_response resp;
+
+	mad_build_req(mad, 7, f->a1->gid, f->b1->gid, ++f->tid);
+	send_expect(f->a1, f->b1, mad, &in);
+	wa = mad_local(in.mad);
+	mad_build(mad, CM_REP, 9, wa, ++f->tid);
+	send_expect(f->b1, f->a1, mad, &in);
+	wp = mad_local(in.mad);
+	mad_build(mad, CM_RTU, 7, wp, ++f->tid);
+	send_expect(f->a1, f->b1, mad, &in);
+
+	mad_build(mad, CM_SIDR_REQ, 33, 0, ++f->tid);
+	send_expect(f->a2, f->b1, mad, &in);
+	ws = mad_local(in.mad);
+	mad_build(mad, CM_SIDR_REP, ws, 0, ++f->tid);
+	send_expect(f->b1, f->a2, mad, &in);
+
+	mad_build_req(mad, 44, f->a2->gid, f->b1->gid, ++f->tid);
+	send_expect(f->a2, f->b1, mad, &in);
+	wr = mad_local(in.mad);
+	mad_build(mad, CM_REJ, 0, wr, ++f->tid);
+	mad_set_rej(mad, 0, 28);
+	send_expect(f->b1, f->a2, mad, &in);
+
+	mad_build(mad, CM_DREQ, 7, wp, ++f->tid);
+	mad[1] = 0x99; /* not the CM class: refused */
+	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), !=, 0);
+
+	g_assert_cmpint(rdmacm_mux_unregister_gid(f->a2->mux, f->b1->gid, &ticket), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(f->a2->mux, ticket, 5000, &resp), ==, 0);
+	g_assert_cmpint(resp.error, !=, 0);
+}
+
+/*
+ * A raw client that registers @gid and then asks without reading: the
+ * daemon's answers fill the socket, then the client's queue, then the
+ * daemon stops reading it. Return: the socket (kept open).
+ */
+static int stuck_client(Daemon *d, const char *gid)
+{
+	struct rdmacm_mux_msg m;
+	uint8_t g[16], other[16];
+	int fd = raw_connect(d);
+	unsigned sent = 0;
+
+	gid_parse(gid, g);
+	gid_parse("::ffff:10.9.9.9", other);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+	for (; sent < 20000; sent++) {
+		/* Writable means a quarter of the send buffer at most is used:
+		 * a whole frame fits, and raw_send() does not block. */
+		struct pollfd p = { fd, POLLOUT, 0 };
+
+		if (poll(&p, 1, 300) <= 0)
+			break;
+		raw_frame(&m, RDMACM_MUX_OP_CODE_UNREG, other);
+		raw_send(fd, &m);
+	}
+	g_assert_cmpuint(sent, <, 20000);
+	g_test_message("the stuck client sent %u requests before the daemon stopped reading",
+		       sent);
+	return fd;
+}
+
+/* Wait until @d's request count holds still for 300 ms (it has read all
+ * it will read), up to 10 s. */
+static void wait_requests_settle(const Daemon *d)
+{
+	gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	double last = -1;
+	int same = 0;
+
+	while (same < 3) {
+		g_autoptr(PromPage) p = NULL;
+		double now;
+
+		if (g_get_monotonic_time() > end)
+			g_error("the daemon's request count did not settle");
+		g_usleep(100000);
+		p = page_read(d, NULL);
+		now = metric(p, "rdmacm_mux_requests_total", NULL);
+		same = now == last ? same + 1 : 0;
+		last = now;
+	}
+}
+
+/* ---- the page equals the JSON ---- */
+
+/* Where each scalar of "counters" is on the page. */
+typedef struct CounterPlace {
+	const char *key;
+	const char *name;
+	const char *label, *value;
+} CounterPlace;
+
+static const CounterPlace counter_places[] = {
+	{ "requests", "rdmacm_mux_requests_total", NULL, NULL },
+	{ "reg_ok", "rdmacm_mux_gid_registrations_total", "result", "ok" },
+	{ "reg_refused", "rdmacm_mux_gid_registrations_total", "result", "refused" },
+	{ "unreg_ok", "rdmacm_mux_gid_unregistrations_total", "result", "ok" },
+	{ "unreg_refused", "rdmacm_mux_gid_unregistrations_total", "result", "refused" },
+	{ "bad_frames", "rdmacm_mux_bad_frames_total", NULL, NULL },
+	{ "truncated_frames", "rdmacm_mux_truncated_frames_total", NULL, NULL },
+	{ "clients_accepted", "rdmacm_mux_client_connections_total", "result", "accepted" },
+	{ "clients_refused", "rdmacm_mux_client_connections_total", "result", "refused" },
+	{ "clients_dropped", "rdmacm_mux_clients_dropped_total", NULL, NULL },
+	{ "sessions_created", "rdmacm_mux_sessions_created_total", NULL, NULL },
+	{ "sessions_expired", "rdmacm_mux_sessions_expired_total", NULL, NULL },
+	{ "recv_errors", "rdmacm_mux_umad_recv_errors_total", NULL, NULL },
+};
+
+/* The per-name objects of "counters" and the family and label of each. */
+static const struct {
+	const char *key;
+	const char *name;
+	const char *label;
+	const char *extra, *extra_value; /* a second label, or NULL */
+} counter_groups[] = {
+	{ "tx", "rdmacm_mux_mads_total", "attribute", "direction", "tx" },
+	{ "rx", "rdmacm_mux_mads_total", "attribute", "direction", "rx" },
+	{ "rx_dropped", "rdmacm_mux_rx_dropped_total", "reason", NULL, NULL },
+	{ "tx_refused", "rdmacm_mux_tx_refused_total", "reason", NULL, NULL },
+};
+
+/* Every number of `counters --json` is on @p, with the same value; the
+ * page has no sample that the JSON does not account for. */
+static void compare_counters(const PromPage *p, JsonObject *counters)
+{
+	g_autoptr(GList) keys = json_object_get_members(counters);
+	unsigned compared = 0;
+
+	for (GList *l = keys; l; l = l->next) {
+		const char *key = l->data;
+		bool placed = false;
+
+		for (size_t g = 0; g < G_N_ELEMENTS(counter_groups); g++) {
+			JsonObject *o;
+			g_autoptr(GList) names = NULL;
+
+			if (strcmp(key, counter_groups[g].key) != 0)
+				continue;
+			o = json_object_get_object_member(counters, key);
+			names = json_object_get_members(o);
+			for (GList *n = names; n; n = n->next) {
+				const char *labels[] = { counter_groups[g].label, n->data,
+							 counter_groups[g].extra,
+							 counter_groups[g].extra_value, NULL };
+
+				expect_metric(p, counter_groups[g].name, labels,
+					      member_int(o, n->data));
+				compared++;
+			}
+			placed = true;
+		}
+		for (size_t c = 0; c < G_N_ELEMENTS(counter_places); c++) {
+			const CounterPlace *cp = &counter_places[c];
+			const char *labels[] = { cp->label, cp->value, NULL };
+
+			if (strcmp(key, cp->key) != 0)
+				continue;
+			expect_metric(p, cp->name, cp->label ? labels : NULL, member_int(counters, key));
+			compared++;
+			placed = true;
+		}
+		if (strcmp(key, "sessions_live") == 0) {
+			g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_sessions", NULL, NULL), ==,
+					  member_int(counters, key));
+			placed = true;
+		}
+		if (!placed)
+			g_error("counters has '%s', which the page does not show", key);
+	}
+	/* Each JSON number above is one counter sample, and the page's other
+	 * counters are the control socket's and the re-executions. */
+	{
+		unsigned page_counters = 0;
+
+		for (guint i = 0; i < p->samples->len; i++) {
+			const PromSample *s = p->samples->pdata[i];
+
+			if (strcmp(prom_page_family(p, s->family)->type, "counter") == 0 &&
+			    !g_str_has_prefix(s->name, "rdmacm_mux_control_") &&
+			    strcmp(s->name, "rdmacm_mux_reexecutions_total") != 0)
+				page_counters++;
+		}
+		g_assert_cmpuint(page_counters, ==, compared);
+	}
+}
+
+/* Every number of `status --json` is on @p (uptime: no later than status
+ * said, as the page came first). */
+static void compare_status(const PromPage *p, JsonObject *st)
+{
+	JsonObject *mads = json_object_get_object_member(st, "mads");
+	JsonObject *ctl = json_object_get_object_member(st, "control");
+	const char *info[] = { "version", json_object_get_string_member(st, "version"),
+			       "link_layer", json_object_get_string_member(st, "link_layer"),
+			       "device", json_object_get_string_member(st, "device"), NULL };
+	g_autofree char *port = g_strdup_printf("%" G_GINT64_FORMAT, member_int(st, "port"));
+	double uptime = metric(p, "rdmacm_mux_uptime_seconds", NULL);
+
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_info", info), ==, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_info", (const char *const[]){ "port", port, NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(uptime, >, 0);
+	g_assert_cmpfloat(uptime * 1000, <=, member_int(st, "uptime_ms") + 1);
+	expect_metric(p, "rdmacm_mux_port_lid", NULL, member_int(st, "lid"));
+	expect_metric(p, "rdmacm_mux_process_id", NULL, member_int(st, "pid"));
+	expect_metric(p, "rdmacm_mux_reexecutions_total", NULL, member_int(st, "generation"));
+	expect_metric(p, "rdmacm_mux_clients", NULL, member_int(st, "clients"));
+	expect_metric(p, "rdmacm_mux_gids", NULL, member_int(st, "gids"));
+	g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_sessions", NULL, NULL), ==,
+			  member_int(st, "sessions"));
+	expect_metric(p, "rdmacm_mux_session_memory_bytes", NULL,
+		      member_int(st, "session_memory_bytes"));
+	g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_mads_total", "direction", "tx"), ==,
+			  member_int(mads, "tx"));
+	g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_mads_total", "direction", "rx"), ==,
+			  member_int(mads, "rx"));
+	g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_rx_dropped_total", NULL, NULL), ==,
+			  member_int(mads, "rx_dropped"));
+	g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_tx_refused_total", NULL, NULL), ==,
+			  member_int(mads, "tx_refused"));
+	expect_metric(p, "rdmacm_mux_control_trace_readers", NULL,
+		      member_int(ctl, "trace_readers"));
+	expect_metric(p, "rdmacm_mux_control_trace_readers_max", NULL,
+		      member_int(ctl, "max_trace_readers"));
+	expect_metric(p, "rdmacm_mux_control_trace_readers_refused_total", NULL,
+		      member_int(ctl, "trace_readers_refused"));
+	expect_metric(p, "rdmacm_mux_control_trace_readers_shed_total", NULL,
+		      member_int(ctl, "trace_readers_shed"));
+	expect_metric(p, "rdmacm_mux_control_closed_for_sending_total", NULL,
+		      member_int(ctl, "closed_for_sending"));
+}
+
+/* The queue figures are the sum and the maximum of the clients' own. */
+static void compare_clients(const PromPage *p, JsonObject *clients)
+{
+	JsonArray *list = json_object_get_array_member(clients, "clients");
+	int64_t sum = 0, max = 0;
+
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		int64_t q = member_int(json_array_get_object_element(list, i), "queued");
+
+		sum += q;
+		max = MAX(max, q);
+	}
+	expect_metric(p, "rdmacm_mux_client_queued_frames", NULL, sum);
+	expect_metric(p, "rdmacm_mux_client_queued_frames_max", NULL, max);
+}
+
+static void test_page_matches_json(Fixture *f, gconstpointer data)
+{
+	g_autoptr(PromPage) p = NULL;
+	g_autoptr(JsonNode) counters = NULL, status = NULL, clients = NULL;
+	(void)data;
+
+	make_traffic(f);
+	f->stuck = stuck_client(f->da, "::ffff:10.0.1.7");
+	wait_requests_settle(f->da);
+
+	p = page_read(f->da, NULL);
+	counters = json_answer(f->da, "counters");
+	status = json_answer(f->da, "status");
+	clients = json_answer(f->da, "clients");
+	compare_counters(p, json_node_get_object(counters));
+	compare_status(p, json_node_get_object(status));
+	compare_clients(p, json_node_get_object(clients));
+
+	/* And what this traffic must have made, in the page's own terms. */
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_mads_total",
+				 (const char *const[]){ "attribute", "REQ", "direction", "tx",
+							NULL }),
+			  ==, 2);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_mads_total",
+				 (const char *const[]){ "attribute", "REJ", "direction", "rx",
+							NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_tx_refused_total",
+				 (const char *const[]){ "reason", "not-cm", NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_sessions",
+				 (const char *const[]){ "state", "established", NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_sessions",
+				 (const char *const[]){ "state", "closing", NULL }),
+			  ==, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_clients", NULL), ==, 3);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_gid_unregistrations_total",
+				 (const char *const[]){ "result", "refused", NULL }),
+			  >, 1);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_client_queued_frames_max", NULL), >, 0);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_info",
+				 (const char *const[]){ "device", "simA", "port", "1", NULL }),
+			  ==, 1);
+}
+
+/* ---- bounded ---- */
+
+/*
+ * 1024 clients, each with a GID: the page has exactly the series it had
+ * with three, and only its numbers changed.
+ */
+static void test_many_clients(Fixture *f, gconstpointer data)
+{
+	g_autofree char *before_text = NULL, *after_text = NULL;
+	g_autoptr(PromPage) before = page_read(f->da, &before_text);
+	g_autoptr(PromPage) after = NULL;
+	g_autofree int *fds = g_new(int, MANY_CLIENTS);
+	struct rlimit rl;
+	(void)data;
+
+	g_assert_cmpint(getrlimit(RLIMIT_NOFILE, &rl), ==, 0);
+	if (rl.rlim_cur < MANY_CLIENTS + 64) {
+		rl.rlim_cur = MIN(rl.rlim_max, (rlim_t)MANY_CLIENTS * 2);
+		g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &rl), ==, 0);
+	}
+	for (unsigned i = 0; i < MANY_CLIENTS - 2; i++) {
+		g_autofree char *gid = g_strdup_printf("::ffff:10.1.%u.%u", i / 250, i % 250 + 1);
+		struct rdmacm_mux_msg m;
+		uint8_t g[16];
+
+		fds[i] = raw_connect(f->da);
+		gid_parse(gid, g);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+		g_assert_cmpint(raw_request(fds[i], &m), ==, 0);
+	}
+	after = page_read(f->da, &after_text);
+	g_assert_cmpfloat(metric(after, "rdmacm_mux_clients", NULL), ==, MANY_CLIENTS);
+	g_assert_cmpfloat(metric(after, "rdmacm_mux_gids", NULL), ==, MANY_CLIENTS);
+	g_assert_cmpuint(after->samples->len, ==, before->samples->len);
+	g_assert_cmpuint(after->families->len, ==, before->families->len);
+	for (guint i = 0; i < before->samples->len; i++)
+		g_assert_cmpstr(((PromSample *)after->samples->pdata[i])->series, ==,
+				((PromSample *)before->samples->pdata[i])->series);
+	g_assert_cmpuint(strlen(after_text), <, strlen(before_text) + 256);
+	g_test_message("page: %zu bytes with %d clients, %zu with 2", strlen(after_text),
+		       MANY_CLIENTS, strlen(before_text));
+	for (unsigned i = 0; i < MANY_CLIENTS - 2; i++)
+		close(fds[i]);
+}
+
+/* ---- label values ---- */
+
+/* The page of a daemon on ODD_CA; its device label reads back as the
+ * name. Return: the page's text. */
+static char *odd_device_page(Fixture *f)
+{
+	Daemon *d = daemon_start(f->fabric, ODD_CA, NULL);
+	g_autofree char *text = NULL;
+	g_autoptr(PromPage) p = page_read(d, &text);
+
+	for (guint i = 0; i < p->samples->len; i++) {
+		const PromSample *s = p->samples->pdata[i];
+		const PromLabel *device = &g_array_index(s->labels, PromLabel, 0);
+
+		g_assert_cmpstr(device->name, ==, "device");
+		g_assert_cmpstr(device->value, ==, ODD_CA);
+	}
+	g_assert_nonnull(strstr(text, "device=\"sim\\\"Q\\\\x\""));
+	g_assert_cmpint(daemon_stop(d), ==, 0);
+	daemon_free(d);
+	return g_steal_pointer(&text);
+}
+
+static void test_odd_device(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	g_free(odd_device_page(f));
+}
+
+/* ---- the node_exporter example ---- */
+
+/* @s with every @from replaced by @to. */
+static char *replace_all(const char *s, const char *from, const char *to)
+{
+	g_auto(GStrv) parts = g_strsplit(s, from, -1);
+
+	return g_strjoinv(to, parts);
+}
+
+/*
+ * The shell line of the example service (systemd/examples), as systemd
+ * would hand it to /bin/sh for instance simA-1, but with this test's
+ * socket, directory and binary.
+ */
+static char *example_script(const Daemon *d, const char *dir)
+{
+	g_autofree char *unit = NULL, *line = NULL, *a = NULL, *b = NULL, *c = NULL, *e = NULL;
+	g_autofree char *muxctl_path = g_strdup_printf("%s/rdmacm-muxctl",
+						       harness_env_bin("METRICS_UNIT_SBINDIR"));
+	const char *start, *end;
+
+	g_assert_true(g_file_get_contents(harness_env_bin("METRICS_SERVICE_UNIT"), &unit, NULL,
+					  NULL));
+	start = strstr(unit, "\nExecStart=/bin/sh -c '");
+	g_assert_nonnull(start);
+	start += strlen("\nExecStart=/bin/sh -c '");
+	end = strchr(start, '\n');
+	g_assert_nonnull(end);
+	g_assert_cmpint(end[-1], ==, '\'');
+	line = g_strndup(start, (gsize)(end - 1 - start));
+	/* A lone $ would be systemd's to expand (an environment variable),
+	 * not the shell's. */
+	for (const char *p = line; *p; p++)
+		if (*p == '$' && *++p != '$')
+			g_error("the example's ExecStart= has a lone $ (systemd expands it): %s",
+				line);
+	/* systemd's part: specifiers and $$. */
+	a = replace_all(line, "/run/rdmacm-mux-%i", d->socket);
+	b = replace_all(a, "%i", "simA-1");
+	c = replace_all(b, "$$", "$");
+	e = replace_all(c, "/var/lib/prometheus/node-exporter", dir);
+	g_assert_null(strchr(e, '%'));
+	return replace_all(e, muxctl_path, harness_env_bin("RDMACM_MUXCTL_BIN"));
+}
+
+static int run_script(const char *script)
+{
+	g_autoptr(GError) err = NULL;
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	int status;
+
+	if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL |
+			  G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL, NULL, &status, &err))
+		g_error("cannot run /bin/sh: %s", err->message);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The files in @dir, sorted, joined by spaces. */
+static char *dir_listing(const char *dir)
+{
+	g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	const char *n;
+
+	g_assert_nonnull(d);
+	while ((n = g_dir_read_name(d)))
+		g_ptr_array_add(names, g_strdup(n));
+	g_ptr_array_sort(names, (GCompareFunc)(void (*)(void))g_strcmp0);
+	g_ptr_array_add(names, NULL);
+	return g_strjoinv(" ", (char **)names->pdata);
+}
+
+/*
+ * The example service's command writes the page whole under its final
+ * name, leaves no temporary file, and when the daemon is gone fails and
+ * keeps the last page.
+ */
+static void test_textfile_example(Fixture *f, gconstpointer data)
+{
+	g_autofree char *dir = g_dir_make_tmp("metrics-textfile-XXXXXX", NULL);
+	g_autofree char *script = example_script(f->da, dir);
+	g_autofree char *path = g_build_filename(dir, "rdmacm-mux-simA-1.prom", NULL);
+	g_autofree char *text = NULL, *error = NULL, *listing = NULL, *again = NULL;
+	g_autoptr(PromPage) p = NULL;
+	(void)data;
+
+	g_assert_cmpint(run_script(script), ==, 0);
+	listing = dir_listing(dir);
+	g_assert_cmpstr(listing, ==, "rdmacm-mux-simA-1.prom");
+	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	p = prom_page_parse(text, &error);
+	if (!p)
+		g_error("the example wrote a page that does not read: %s\n%s", error, text);
+	g_assert_cmpfloat(metric(p, "rdmacm_mux_clients", NULL), ==, 2);
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpint(run_script(script), !=, 0);
+	g_free(listing);
+	listing = dir_listing(dir);
+	g_assert_cmpstr(listing, ==, "rdmacm-mux-simA-1.prom");
+	g_assert_true(g_file_get_contents(path, &again, NULL, NULL));
+	g_assert_cmpstr(again, ==, text);
+
+	g_assert_cmpint(g_unlink(path), ==, 0);
+	g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
+/* ---- the sender queue ---- */
+
+static void test_sender_queue(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
+	struct rdmacm_mux_response resp;
+	uint32_t tickets[UNREACHABLE];
+	uint8_t mad[256];
+	(void)data;
+
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+
+		gid_parse(text, addr.gid);
+		mad_build_req(mad, 0x100 + i, f->a1->gid, addr.gid, 0x900 + i);
+		g_assert_cmpint(rdmacm_mux_send_mad(f->a1->mux, f->a1->gid, &addr, mad, 256,
+						    &tickets[i]),
+				==, 0);
+	}
+	/* The daemon takes them in; each write waits 5 s, so all are with
+	 * the threads for that long. */
+	(void)rdmacm_mux_process(f->a1->mux);
+	for (gint64 end = g_get_monotonic_time() + 4 * G_USEC_PER_SEC;;) {
+		g_autoptr(PromPage) p = page_read(f->da, NULL);
+		double queued = metric(p, "rdmacm_mux_sender_queued_mads", NULL);
+
+		g_assert_cmpfloat(queued, <=, UNREACHABLE);
+		if (queued == UNREACHABLE)
+			break;
+		if (g_get_monotonic_time() > end)
+			g_error("the sender queue has %.0f MADs, not %d", queued, UNREACHABLE);
+		g_usleep(50000);
+	}
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		g_assert_cmpint(rdmacm_mux_wait(f->a1->mux, tickets[i], 20000, &resp), ==, 0);
+		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
+	}
+	{
+		g_autoptr(PromPage) p = page_read(f->da, NULL);
+
+		g_assert_cmpfloat(metric(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
+		g_assert_cmpfloat(metric(p, "rdmacm_mux_tx_refused_total",
+					 (const char *const[]){ "reason", "send-failed", NULL }),
+				  ==, UNREACHABLE);
+	}
+}
+
+/* ---- the control socket's rules ---- */
+
+/* Connect to @d's control socket, send @command, read until EOF. */
+static char *ctl_ask(const Daemon *d, const char *command)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	g_autoptr(GString) out = g_string_new(NULL);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char buf[4096];
+
+	if (fd < 0)
+		return g_strdup("");
+	g_snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.ctl", d->socket);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, command, strlen(command), MSG_NOSIGNAL) < 0) {
+		close(fd);
+		return g_strdup("");
+	}
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (poll(&p, 1, 3000) <= 0)
+			break;
+		n = read(fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		g_string_append_len(out, buf, n);
+	}
+	close(fd);
+	return g_strdup(out->str);
+}
+
+/* In a child as uid/gid 65534: ask for metrics. Exit status: 0 got a
+ * page, 1 got nothing. */
+static int metrics_as_nobody(const Daemon *d)
+{
+	pid_t pid = fork();
+	int status;
+
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0) {
+		g_autofree char *out = NULL;
+
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(3);
+		out = ctl_ask(d, "metrics\n");
+		_exit(strstr(out, "rdmacm_mux_clients") ? 0 : 1);
+	}
+	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+	g_assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static const char *const many_opts[] = { "--max-clients-per-uid", "1024", NULL };
+static const char *const allow_open_opts[] = { "--mode", "0666", "--control-mode", "0666",
+					       "--allow-uid", "0", NULL };
+
+static void test_control_rules(Fixture *f, gconstpointer data)
+{
+	g_autofree char *out = NULL, *json = NULL, *raw = NULL, *extra = NULL, *page = NULL;
+	(void)data;
+
+	/* The file mode lets anyone connect; the allow-list still refuses. */
+	g_assert_cmpint(metrics_as_nobody(f->da), ==, 1);
+	page = ctl_ask(f->da, "metrics\n");
+	g_assert_true(g_str_has_prefix(page, "# HELP rdmacm_mux_"));
+
+	/* No json form, from the daemon or from the tool. */
+	json = ctl_ask(f->da, "metrics json\n");
+	g_assert_cmpstr(json, ==,
+			"error: metrics has no json form (it is the Prometheus text format)\n");
+	g_assert_cmpint(muxctl(f->da, (const char *const[]){ "metrics", "--json", NULL }, &out),
+			==, 2);
+	g_assert_nonnull(strstr(out, "no --json form"));
+	extra = ctl_ask(f->da, "metrics now\n");
+	g_assert_true(g_str_has_prefix(extra, "error: "));
+	/* help lists it. */
+	raw = ctl_ask(f->da, "help\n");
+	g_assert_nonnull(strstr(raw, "  metrics "));
+}
+
+/* ---- promtool ---- */
+
+/* promtool check metrics on @text. Return: its exit status; its output
+ * in *@out. */
+static int promtool_check(const char *promtool, const char *text, char **out)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GSubprocess) proc = NULL;
+	g_autofree char *stdout_text = NULL, *stderr_text = NULL;
+
+	proc = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+					G_SUBPROCESS_FLAGS_STDERR_PIPE,
+				&err, promtool, "check", "metrics", NULL);
+	if (!proc)
+		g_error("cannot run %s: %s", promtool, err->message);
+	if (!g_subprocess_communicate_utf8(proc, text, NULL, &stdout_text, &stderr_text, &err))
+		g_error("talking to promtool: %s", err->message);
+	*out = g_strconcat(stdout_text ? stdout_text : "", stderr_text ? stderr_text : "", NULL);
+	return g_subprocess_get_if_exited(proc) ? g_subprocess_get_exit_status(proc) : -1;
+}
+
+static const char *promtool_path;
+
+static void test_promtool(Fixture *f, gconstpointer data)
+{
+	g_autofree char *text = NULL, *out = NULL, *bad_out = NULL;
+	(void)data;
+
+	make_traffic(f);
+	text = page_text(f->da);
+	if (promtool_check(promtool_path, text, &out) != 0 || *out)
+		g_error("promtool check metrics refused the page:\n%s\n---\n%s", out, text);
+	g_clear_pointer(&out, g_free);
+	g_clear_pointer(&text, g_free);
+	text = odd_device_page(f);
+	if (promtool_check(promtool_path, text, &out) != 0 || *out)
+		g_error("promtool check metrics refused the page of %s:\n%s\n---\n%s", ODD_CA, out,
+			text);
+	/* promtool does check: a counter without _total is refused. */
+	g_assert_cmpint(promtool_check(promtool_path,
+				       "# HELP rdmacm_mux_x X.\n# TYPE rdmacm_mux_x counter\n"
+				       "rdmacm_mux_x 1\n",
+				       &bad_out),
+			!=, 0);
+	g_assert_nonnull(strstr(bad_out, "_total"));
+}
+
+int main(int argc, char **argv)
+{
+	static const HarnessTest tests[] = {
+		HARNESS_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_matches_json),
+		HARNESS_TEST("/metrics/many-clients", many_opts, fixture_setup, test_many_clients),
+		HARNESS_TEST("/metrics/odd-device", NULL, fixture_setup, test_odd_device),
+		HARNESS_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfile_example),
+		HARNESS_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue),
+		HARNESS_TEST("/metrics/control-rules", allow_open_opts, fixture_setup, test_control_rules),
+	};
+	static const HarnessTest promtool_tests[] = {
+		HARNESS_TEST("/metrics/promtool", NULL, fixture_setup, test_promtool),
+	};
+	bool promtool = argc > 1 && strcmp(argv[1], "promtool") == 0;
+
+	if (promtool) {
+		promtool_path = g_find_program_in_path("promtool");
+		if (!promtool_path) {
+			fprintf(stderr, "SKIP: promtool is not installed, the page is not checked "
+					"by it (Debian package prometheus; scripts/setup.sh "
+					"installs it)\n");
+			return 77; /* meson: skipped */
+		}
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	}
+	g_test_init(&argc, &argv, NULL);
+	if (promtool)
+		harness_add_fixture_tests(promtool_tests, G_N_ELEMENTS(promtool_tests),
+					  sizeof(Fixture),
+					  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
+	else
+		harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
+					  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
+	return g_test_run();
+}
