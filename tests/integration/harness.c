@@ -284,14 +284,6 @@ void daemon_restart(Daemon *d)
 	daemon_spawn(d);
 }
 
-void harness_add_fixture_tests(const HarnessTest *tests, size_t n, size_t fixture_size,
-			       GTestFixtureFunc teardown)
-{
-	for (size_t i = 0; i < n; i++)
-		g_test_add_vtable(tests[i].path, fixture_size, tests[i].data, tests[i].setup,
-				  tests[i].test, teardown);
-}
-
 unsigned daemon_open_fds(const Daemon *d)
 {
 	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)d->pid);

@@ -67,19 +67,6 @@ void daemon_kill(Daemon *d);
 void daemon_restart(Daemon *d);
 void daemon_free(Daemon *d);
 
-/* A fixture test for harness_add_fixture_tests(). */
-typedef struct HarnessTest {
-	const char *path;
-	const void *data;
-	GTestFixtureFunc setup, test;
-} HarnessTest;
-/* The casts g_test_add() makes, for a table of HarnessTest. */
-#define HARNESS_TEST(path, data, setup, test) \
-	{ (path), (data), (GTestFixtureFunc)(void (*)(void))(setup), \
-	  (GTestFixtureFunc)(void (*)(void))(test) }
-/* Register @n tests of one fixture type (@fixture_size bytes) and teardown. */
-void harness_add_fixture_tests(const HarnessTest *tests, size_t n, size_t fixture_size,
-			       GTestFixtureFunc teardown);
 /* The daemon's open fds, and its CPU time so far in seconds. */
 unsigned daemon_open_fds(const Daemon *d);
 double daemon_cpu_seconds(const Daemon *d);

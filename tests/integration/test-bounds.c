@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 #define UNREACHABLE 10
 
@@ -58,7 +59,7 @@ static int cmp_int64(gconstpointer a, gconstpointer b)
  * second); meanwhile another client's requests are answered at once, and
  * the ten fail with ETIMEDOUT as before.
  */
-static void test_unreachable_holds_up_nobody(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody)
 {
 	Vm *u = vm_new(f->da, "::ffff:10.0.1.3", "u");
 	Vm *a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
@@ -121,7 +122,7 @@ static void test_unreachable_holds_up_nobody(Fixture *f, gconstpointer data)
  * for an address: a MAD routed to it meanwhile comes after the answer,
  * never before, and its next request's answer after that one.
  */
-static void test_qemu_order_behind_a_slow_send(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_setup, test_qemu_order_behind_a_slow_send)
 {
 	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
 	uint8_t qgid[16], nowhere[16], mad[256];
@@ -212,7 +213,7 @@ static int connect_as_nobody(const Daemon *d, const char *gid)
 static const char *const per_uid_opts[] = { "--mode", "0666", "--max-clients", "8",
 					    "--max-clients-per-uid", "3", NULL };
 
-static void test_per_uid_limit(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_uid_limit)
 {
 	struct rdmacm_mux_msg m;
 	int fds[4];
@@ -248,7 +249,7 @@ static void test_per_uid_limit(Fixture *f, gconstpointer data)
 static const char *const register_opts[] = { "--register-timeout", "300", NULL };
 
 /* A connection that registers nothing is closed; one that does stays. */
-static void test_register_timeout(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/register-timeout", register_opts, limits_setup, test_register_timeout)
 {
 	Vm *vm = vm_new(f->da, "::ffff:10.0.1.1", "a1");
 	struct rdmacm_mux_msg m;
@@ -274,7 +275,7 @@ static void test_register_timeout(Fixture *f, gconstpointer data)
  * wait are served once fds are free again, and the registered ones are
  * served all along.
  */
-static void test_fd_exhaustion(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion)
 {
 	Vm *vm = vm_new(f->da, "::ffff:10.0.1.1", "a1");
 	struct rlimit saved, low;
@@ -322,7 +323,7 @@ static void test_fd_exhaustion(Fixture *f, gconstpointer data)
  * A --max-clients that the fd limit cannot hold is clamped, with a
  * warning, instead of ending in EMFILE for everyone.
  */
-static void test_max_clients_clamped(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/bounds/max-clients-clamped", NULL, limits_setup, test_max_clients_clamped)
 {
 	const char *const opts[] = { "--max-clients", "100000", NULL };
 	g_autofree char *out = NULL;
@@ -344,19 +345,4 @@ static void test_max_clients_clamped(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(out, "--max-clients 100000 does not fit the fd limit"));
 }
 
-int main(int argc, char **argv)
-{
-	static const HarnessTest tests[] = {
-		HARNESS_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody),
-		HARNESS_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_setup, test_qemu_order_behind_a_slow_send),
-		HARNESS_TEST("/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_uid_limit),
-		HARNESS_TEST("/bounds/register-timeout", register_opts, limits_setup, test_register_timeout),
-		HARNESS_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion),
-		HARNESS_TEST("/bounds/max-clients-clamped", NULL, limits_setup, test_max_clients_clamped),
-	};
-
-	g_test_init(&argc, &argv, NULL);
-	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
-				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -143,7 +144,7 @@ static void ctl_stat(const Daemon *d, mode_t *mode, gid_t *gid)
  * The main socket is root's by its allow-list: so is the control socket.
  * uid 65534 read every client's pid and GIDs and a live trace before.
  */
-static void test_allow_lists(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/allow-lists", allow_opts, fixture_setup, test_allow_lists)
 {
 	(void)data;
 	g_assert_cmpint(status_as_nobody(f->da), !=, 0);
@@ -151,7 +152,7 @@ static void test_allow_lists(Fixture *f, gconstpointer data)
 
 /* Even when its file mode lets anyone connect (--control-mode 0666), the
  * allow-list refuses, with a log line; root is served. */
-static void test_allow_lists_open_mode(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/allow-lists-open-mode", allow_open_opts, fixture_setup, test_allow_lists_open_mode)
 {
 	g_autofree char *out = NULL, *log = NULL;
 	mode_t mode;
@@ -175,7 +176,7 @@ static void test_allow_lists_open_mode(Fixture *f, gconstpointer data)
 
 /* Without --control-mode the control socket is root's only: 0600, even
  * where the main socket is open to a group. */
-static void test_default_mode(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/default-mode", NULL, fixture_setup, test_default_mode)
 {
 	struct stat st;
 	mode_t mode;
@@ -191,7 +192,7 @@ static void test_default_mode(Fixture *f, gconstpointer data)
 
 /* --control-group and --control-mode are the control socket's; the main
  * socket keeps its own. */
-static void test_control_perms(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/control-perms", perms_opts, fixture_setup, test_control_perms)
 {
 	struct stat st;
 	mode_t mode;
@@ -291,7 +292,7 @@ static void flood_after(Fixture *f, const char *command)
 	g_assert_true(g_atomic_int_get(&fl.stopped_by_daemon));
 }
 
-static void test_flood_after_command(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/flood-after-command", NULL, fixture_setup, test_flood_after_command)
 {
 	g_autofree char *log = NULL, *out = NULL;
 	(void)data;
@@ -320,7 +321,7 @@ static void start_readers(const Daemon *d, int *fds, int n)
 }
 
 /* Four trace readers by default: the fifth is told so. */
-static void test_trace_readers_default(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/trace-readers-default", NULL, fixture_setup, test_trace_readers_default)
 {
 	g_autofree char *extra = NULL;
 	int r[4], late;
@@ -341,7 +342,7 @@ static void test_trace_readers_default(Fixture *f, gconstpointer data)
  * does not read while MADs flow is closed, counted and logged, not kept
  * at the relay's expense.
  */
-static void test_trace_readers(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/trace-readers", trace2_opts, fixture_setup, test_trace_readers)
 {
 	g_autofree char *extra = NULL, *out = NULL, *traced = NULL, *log = NULL;
 	uint8_t mad[256];
@@ -392,7 +393,7 @@ static void test_trace_readers(Fixture *f, gconstpointer data)
  * ("too many control connections"), not the "Broken pipe" its write ran
  * into.
  */
-static void test_refusal_is_explained(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/control/refusal-is-explained", NULL, fixture_setup, test_refusal_is_explained)
 {
 	g_autofree char *out = NULL;
 	int held[16];
@@ -408,21 +409,4 @@ static void test_refusal_is_explained(Fixture *f, gconstpointer data)
 		close(held[i]);
 }
 
-int main(int argc, char **argv)
-{
-	static const HarnessTest tests[] = {
-		HARNESS_TEST("/control/allow-lists", allow_opts, fixture_setup, test_allow_lists),
-		HARNESS_TEST("/control/allow-lists-open-mode", allow_open_opts, fixture_setup, test_allow_lists_open_mode),
-		HARNESS_TEST("/control/default-mode", NULL, fixture_setup, test_default_mode),
-		HARNESS_TEST("/control/control-perms", perms_opts, fixture_setup, test_control_perms),
-		HARNESS_TEST("/control/flood-after-command", NULL, fixture_setup, test_flood_after_command),
-		HARNESS_TEST("/control/trace-readers-default", NULL, fixture_setup, test_trace_readers_default),
-		HARNESS_TEST("/control/trace-readers", trace2_opts, fixture_setup, test_trace_readers),
-		HARNESS_TEST("/control/refusal-is-explained", NULL, fixture_setup, test_refusal_is_explained),
-	};
-
-	g_test_init(&argc, &argv, NULL);
-	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
-				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 #define ATTACKER_GID "::ffff:10.0.9.1"
 /* Longer than the GID table's minimum re-read interval. */
@@ -130,7 +131,7 @@ static int64_t stopped_counter(Daemon *d, const char *label)
  * and a REP that would redirect the established session. None may reach
  * the client or change its session.
  */
-static void test_forged_session_mads(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/forged-session-mads", NULL, fixture_setup, test_forged_session_mads)
 {
 	Conn c = establish(f, f->a1, f->b1, 0x11, 0x22);
 	static const uint16_t attrs[] = { CM_DREQ, CM_REJ, CM_DREP, CM_REP, CM_RTU, CM_MRA, CM_LAP };
@@ -168,7 +169,7 @@ static void test_forged_session_mads(Fixture *f, gconstpointer data)
  * LocalCommID, an RTU before any REP, an MRA the active side sends before
  * any REP (no CM sends one), a DREP on an established session.
  */
-static void test_bad_state(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_state)
 {
 	struct rdmacm_mux_inbound in;
 	uint8_t mad[256];
@@ -201,7 +202,7 @@ static void test_bad_state(Fixture *f, gconstpointer data)
  * Attack 2: wire ids an observer collects have no structure, and one of
  * them plus a spray of 32,768 DREQs around it closes nothing.
  */
-static void test_wire_ids_unpredictable(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/wire-ids-unpredictable", NULL, fixture_setup, test_wire_ids_unpredictable)
 {
 	Conn c1 = establish(f, f->a1, f->b1, 0x51, 0x52);
 	Conn c2 = establish(f, f->a2, f->b1, 0x61, 0x62);
@@ -254,7 +255,7 @@ static void test_wire_ids_unpredictable(Fixture *f, gconstpointer data)
  * aimed at the neighbour's wire id. Refused, and the neighbour's
  * connection is untouched.
  */
-static void test_loopback_dreq(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/loopback-dreq", NULL, fixture_setup, test_loopback_dreq)
 {
 	Conn victim = establish(f, f->a2, f->b1, 0x71, 0x72);
 	struct rdmacm_mux_response resp;
@@ -301,7 +302,7 @@ static void test_loopback_dreq(Fixture *f, gconstpointer data)
  * Attack 4: a REQ sent to a GID of the port that no client owns, naming an
  * owned GID in its body, reaches nobody: the GRH says where it went.
  */
-static void test_req_to_unowned_gid(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/req-to-unowned-gid", NULL, fixture_setup, test_req_to_unowned_gid)
 {
 	Forger *g = forger_start(f->fabric, "simX");
 	uint8_t unowned[16], mad[256];
@@ -325,7 +326,7 @@ static void test_req_to_unowned_gid(Fixture *f, gconstpointer data)
  * address moved). The holder of X must not send with Y as its source
  * (EADDRNOTAVAIL until X is back), and REQs to Y go to Y's owner.
  */
-static void test_gid_index_reused(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_gid_index_reused)
 {
 	struct rdmacm_mux_inbound in;
 	uint8_t mad[256];
@@ -364,7 +365,7 @@ static void test_gid_index_reused(Fixture *f, gconstpointer data)
  * and neither the client's own connections nor another peer's REQ are
  * blocked.
  */
-static void test_req_flood(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/fabric-attacks/req-flood", flood_opts, fixture_setup, test_req_flood)
 {
 	Forger *g = forger_start(f->fabric, "simX");
 	struct rdmacm_mux_client_stats st;
@@ -421,20 +422,4 @@ static void test_req_flood(Fixture *f, gconstpointer data)
 			==, 2000 - flood);
 }
 
-int main(int argc, char **argv)
-{
-	static const HarnessTest tests[] = {
-		HARNESS_TEST("/fabric-attacks/forged-session-mads", NULL, fixture_setup, test_forged_session_mads),
-		HARNESS_TEST("/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_state),
-		HARNESS_TEST("/fabric-attacks/wire-ids-unpredictable", NULL, fixture_setup, test_wire_ids_unpredictable),
-		HARNESS_TEST("/fabric-attacks/loopback-dreq", NULL, fixture_setup, test_loopback_dreq),
-		HARNESS_TEST("/fabric-attacks/req-to-unowned-gid", NULL, fixture_setup, test_req_to_unowned_gid),
-		HARNESS_TEST("/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_gid_index_reused),
-		HARNESS_TEST("/fabric-attacks/req-flood", flood_opts, fixture_setup, test_req_flood),
-	};
-
-	g_test_init(&argc, &argv, NULL);
-	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
-				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

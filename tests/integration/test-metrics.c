@@ -35,6 +35,7 @@
 
 #include "harness.h"
 #include "prom-text.h"
+#include "unit-test.h"
 
 #define MANY_CLIENTS 1024
 #define UNREACHABLE 6
@@ -480,7 +481,7 @@ static void compare_clients(const PromPage *p, JsonObject *clients)
 	expect_metric(p, "rdmacm_mux_client_queued_frames_max", NULL, max);
 }
 
-static void test_page_matches_json(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_matches_json)
 {
 	g_autoptr(PromPage) p = NULL;
 	g_autoptr(JsonNode) counters = NULL, status = NULL, clients = NULL;
@@ -529,11 +530,13 @@ static void test_page_matches_json(Fixture *f, gconstpointer data)
 
 /* ---- bounded ---- */
 
+static const char *const many_opts[] = { "--max-clients-per-uid", "1024", NULL };
+
 /*
  * 1024 clients, each with a GID: the page has exactly the series it had
  * with three, and only its numbers changed.
  */
-static void test_many_clients(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/many-clients", many_opts, fixture_setup, test_many_clients)
 {
 	g_autofree char *before_text = NULL, *after_text = NULL;
 	g_autoptr(PromPage) before = page_read(f->da, &before_text);
@@ -595,7 +598,7 @@ static char *odd_device_page(Fixture *f)
 	return g_steal_pointer(&text);
 }
 
-static void test_odd_device(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/odd-device", NULL, fixture_setup, test_odd_device)
 {
 	(void)data;
 	g_free(odd_device_page(f));
@@ -679,7 +682,7 @@ static char *dir_listing(const char *dir)
  * name, leaves no temporary file, and when the daemon is gone fails and
  * keeps the last page.
  */
-static void test_textfile_example(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfile_example)
 {
 	g_autofree char *dir = g_dir_make_tmp("metrics-textfile-XXXXXX", NULL);
 	g_autofree char *script = example_script(f->da, dir);
@@ -711,7 +714,7 @@ static void test_textfile_example(Fixture *f, gconstpointer data)
 
 /* ---- the sender queue ---- */
 
-static void test_sender_queue(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue)
 {
 	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
 	struct rdmacm_mux_response resp;
@@ -810,11 +813,10 @@ static int metrics_as_nobody(const Daemon *d)
 	return WEXITSTATUS(status);
 }
 
-static const char *const many_opts[] = { "--max-clients-per-uid", "1024", NULL };
 static const char *const allow_open_opts[] = { "--mode", "0666", "--control-mode", "0666",
 					       "--allow-uid", "0", NULL };
 
-static void test_control_rules(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/control-rules", allow_open_opts, fixture_setup, test_control_rules)
 {
 	g_autofree char *out = NULL, *json = NULL, *raw = NULL, *extra = NULL, *page = NULL;
 	(void)data;
@@ -861,7 +863,7 @@ static int promtool_check(const char *promtool, const char *text, char **out)
 
 static const char *promtool_path;
 
-static void test_promtool(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/promtool", NULL, fixture_setup, test_promtool)
 {
 	g_autofree char *text = NULL, *out = NULL, *bad_out = NULL;
 	(void)data;
@@ -885,19 +887,20 @@ static void test_promtool(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(bad_out, "_total"));
 }
 
+/* The promtool run (argv[1] "promtool") is its own meson test, one that
+ * skips where promtool is missing; it runs only /metrics/promtool. */
+static gboolean promtool_only(const char *path)
+{
+	return strcmp(path, "/metrics/promtool") == 0;
+}
+
+static gboolean all_but_promtool(const char *path)
+{
+	return !promtool_only(path);
+}
+
 int main(int argc, char **argv)
 {
-	static const HarnessTest tests[] = {
-		HARNESS_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_matches_json),
-		HARNESS_TEST("/metrics/many-clients", many_opts, fixture_setup, test_many_clients),
-		HARNESS_TEST("/metrics/odd-device", NULL, fixture_setup, test_odd_device),
-		HARNESS_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfile_example),
-		HARNESS_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue),
-		HARNESS_TEST("/metrics/control-rules", allow_open_opts, fixture_setup, test_control_rules),
-	};
-	static const HarnessTest promtool_tests[] = {
-		HARNESS_TEST("/metrics/promtool", NULL, fixture_setup, test_promtool),
-	};
 	bool promtool = argc > 1 && strcmp(argv[1], "promtool") == 0;
 
 	if (promtool) {
@@ -913,12 +916,6 @@ int main(int argc, char **argv)
 		argv++;
 	}
 	g_test_init(&argc, &argv, NULL);
-	if (promtool)
-		harness_add_fixture_tests(promtool_tests, G_N_ELEMENTS(promtool_tests),
-					  sizeof(Fixture),
-					  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
-	else
-		harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
-					  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
+	unit_test_add_registered_if(promtool ? promtool_only : all_but_promtool);
 	return g_test_run();
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 #define PAIRS 8 /* the two-hosts fabric has 8 client GIDs a side */
 #define ROUNDS 10
@@ -215,13 +216,13 @@ static void restart_during_handshakes(Fixture *f, int sig)
 	}
 }
 
-static void test_sigterm_handoff(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/sigterm-handoff", NULL, fixture_setup, test_sigterm_handoff)
 {
 	(void)data;
 	restart_during_handshakes(f, SIGTERM);
 }
 
-static void test_sigkill_restart(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/sigkill-restart", NULL, fixture_setup, test_sigkill_restart)
 {
 	(void)data;
 	restart_during_handshakes(f, SIGKILL);
@@ -229,14 +230,14 @@ static void test_sigkill_restart(Fixture *f, gconstpointer data)
 
 /* Without systemd: SIGHUP (rdmacm-muxctl restart) executes the binary
  * again in the same process, with the same guarantee. */
-static void test_sighup_reexec(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/sighup-reexec", "no supervisor", fixture_setup, test_sighup_reexec)
 {
 	(void)data;
 	restart_during_handshakes(f, SIGHUP);
 }
 
 /* A stop that clears the store (systemctl stop) still disconnects. */
-static void test_stop_means_stop(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_means_stop)
 {
 	struct rdmacm_mux_msg m;
 	(void)data;
@@ -255,7 +256,7 @@ static void test_stop_means_stop(Fixture *f, gconstpointer data)
  * daemon starts clean: its clients see EOF (and can register anew) rather
  * than being served with state it does not understand.
  */
-static void test_other_version_refused(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/other-version-refused", NULL, fixture_setup, test_other_version_refused)
 {
 	struct rdmacm_mux_msg m;
 	uint32_t version = 0x7fff;
@@ -275,18 +276,4 @@ static void test_other_version_refused(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(out, "this daemon reads version"));
 }
 
-int main(int argc, char **argv)
-{
-	static const HarnessTest tests[] = {
-		HARNESS_TEST("/restart/sigterm-handoff", NULL, fixture_setup, test_sigterm_handoff),
-		HARNESS_TEST("/restart/sigkill-restart", NULL, fixture_setup, test_sigkill_restart),
-		HARNESS_TEST("/restart/sighup-reexec", "no supervisor", fixture_setup, test_sighup_reexec),
-		HARNESS_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_means_stop),
-		HARNESS_TEST("/restart/other-version-refused", NULL, fixture_setup, test_other_version_refused),
-	};
-
-	g_test_init(&argc, &argv, NULL);
-	harness_add_fixture_tests(tests, G_N_ELEMENTS(tests), sizeof(Fixture),
-				  (GTestFixtureFunc)(void (*)(void))fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

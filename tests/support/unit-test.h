@@ -8,6 +8,14 @@
  *   }
  *   UNIT_TEST_MAIN()
  *
+ * and with a fixture: a type named Fixture and a fixture_teardown()
+ * declared before the tests, each test naming its data and setup:
+ *
+ *   UNIT_FIXTURE_TEST("/control/default-mode", NULL, fixture_setup, test_default_mode)
+ *   {
+ *           ... f, data ...
+ *   }
+ *
  * A test is named where it is written, so a file has no list of its
  * tests to keep in step with the functions (and no such list repeats
  * itself from file to file). Tests run in the order they are written.
@@ -20,39 +28,73 @@
 
 typedef struct UnitTestEntry {
 	const char *path;
-	GTestFunc fn;
+	GTestFunc fn; /* a plain test, or NULL for a fixture test: */
+	const void *data;
+	gsize fixture_size;
+	GTestFixtureFunc setup, test, teardown;
 } UnitTestEntry;
 
-/* Filled by the constructors UNIT_TEST() makes, before main() runs, when
+/* Filled by the constructors the macros make, before main() runs, when
  * g_test_add_func() may not be called yet. */
 static UnitTestEntry unit_tests[128];
 static unsigned unit_tests_len;
 
-static inline void unit_test_register(const char *path, GTestFunc fn)
+static inline void unit_test_register(const UnitTestEntry *e)
 {
 	if (unit_tests_len == G_N_ELEMENTS(unit_tests))
 		g_error("more than %u unit tests in one program: raise unit_tests[]",
 			(unsigned)G_N_ELEMENTS(unit_tests));
-	unit_tests[unit_tests_len++] = (UnitTestEntry){ path, fn };
+	unit_tests[unit_tests_len++] = *e;
 }
 
-/* Declares test function @fn, registered as @path; the body follows. */
-#define UNIT_TEST(path, fn)                                                   \
-	static void fn(void);                                                 \
-	static void __attribute__((constructor)) fn##_register(void)          \
-	{                                                                     \
-		unit_test_register(path, fn);                                 \
-	}                                                                     \
-	static void fn(void)
+/* Declares test function @tfn, registered as @tpath; the body follows. */
+#define UNIT_TEST(tpath, tfn)                                                      \
+	static void tfn(void);                                                     \
+	static void __attribute__((constructor)) tfn##_register(void)              \
+	{                                                                          \
+		unit_test_register(&(UnitTestEntry){ .path = (tpath), .fn = tfn }); \
+	}                                                                          \
+	static void tfn(void)
 
-/* Adds every registered test after g_test_init(). */
+/* GTest's cast for a fixture function. */
+#define UNIT_FIXTURE_FUNC(fn) ((GTestFixtureFunc)(void (*)(void))(fn))
+
+/* Declares fixture test @tfn (Fixture *f, gconstpointer data), registered
+ * as @tpath with @tdata, @tsetup and fixture_teardown; the body follows. */
+#define UNIT_FIXTURE_TEST(tpath, tdata, tsetup, tfn)                               \
+	static void tfn(Fixture *f, gconstpointer data);                           \
+	static void __attribute__((constructor)) tfn##_register(void)              \
+	{                                                                          \
+		unit_test_register(&(UnitTestEntry){                               \
+			.path = (tpath), .data = (tdata), .fixture_size = sizeof(Fixture), \
+			.setup = UNIT_FIXTURE_FUNC(tsetup), .test = UNIT_FIXTURE_FUNC(tfn), \
+			.teardown = UNIT_FIXTURE_FUNC(fixture_teardown) });         \
+	}                                                                          \
+	static void tfn(Fixture *f, gconstpointer data)
+
+/* Adds the registered tests that @keep accepts (every one for NULL), after
+ * g_test_init(). */
+static inline void unit_test_add_registered_if(gboolean (*keep)(const char *path))
+{
+	for (unsigned i = 0; i < unit_tests_len; i++) {
+		const UnitTestEntry *e = &unit_tests[i];
+
+		if (keep && !keep(e->path))
+			continue;
+		if (e->fn)
+			g_test_add_func(e->path, e->fn);
+		else
+			g_test_add_vtable(e->path, e->fixture_size, e->data, e->setup, e->test,
+					  e->teardown);
+	}
+}
+
 static inline void unit_test_add_registered(void)
 {
-	for (unsigned i = 0; i < unit_tests_len; i++)
-		g_test_add_func(unit_tests[i].path, unit_tests[i].fn);
+	unit_test_add_registered_if(NULL);
 }
 
-/* main() for a program whose tests are all UNIT_TEST()s. */
+/* main() for a program whose tests are all registered ones. */
 #define UNIT_TEST_MAIN()                                  \
 	int main(int argc, char **argv)                   \
 	{                                                 \
