@@ -8,6 +8,7 @@
 
 #include "gid-table.h"
 #include "util.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	char *root;
@@ -52,7 +53,7 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	g_free(f->port_dir);
 }
 
-static void test_reads_and_prefers_roce_v2(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/gid-table/read", NULL, fixture_setup, test_reads_and_prefers_roce_v2)
 {
 	g_autoptr(GidTable) t = NULL;
 	uint8_t gid[16];
@@ -72,7 +73,7 @@ static void test_reads_and_prefers_roce_v2(Fixture *f, gconstpointer data)
 	g_assert_null(gid_table_get(t, 99, 1));
 }
 
-static void test_reloads_on_miss(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/gid-table/reload-on-miss", NULL, fixture_setup, test_reloads_on_miss)
 {
 	g_autoptr(GidTable) t = NULL;
 	uint8_t gid[16];
@@ -95,7 +96,7 @@ static void test_reloads_on_miss(Fixture *f, gconstpointer data)
 /* An address moves: another GID takes the index of one that went. The
  * entry is re-read once per epoch, so the next epoch sees it, the index
  * lookup follows, and the old GID is found where it went. */
-static void test_entry_reread_per_epoch(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/gid-table/entry-reread-per-epoch", NULL, fixture_setup, test_entry_reread_per_epoch)
 {
 	g_autoptr(GidTable) t = NULL;
 	uint8_t x[16], y[16];
@@ -126,7 +127,7 @@ static void test_entry_reread_per_epoch(Fixture *f, gconstpointer data)
 	g_assert_null(gid_table_get(t, 3, 3));
 }
 
-static void test_missing_port(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/gid-table/missing-port", NULL, fixture_setup, test_missing_port)
 {
 	GidTable *t = NULL;
 	(void)f;
@@ -136,16 +137,4 @@ static void test_missing_port(Fixture *f, gconstpointer data)
 	g_assert_null(t);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add("/gid-table/read", Fixture, NULL, fixture_setup, test_reads_and_prefers_roce_v2,
-		   fixture_teardown);
-	g_test_add("/gid-table/reload-on-miss", Fixture, NULL, fixture_setup, test_reloads_on_miss,
-		   fixture_teardown);
-	g_test_add("/gid-table/entry-reread-per-epoch", Fixture, NULL, fixture_setup,
-		   test_entry_reread_per_epoch, fixture_teardown);
-	g_test_add("/gid-table/missing-port", Fixture, NULL, fixture_setup, test_missing_port,
-		   fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -17,6 +17,7 @@
 #include "prom-text.h"
 #include "relay-driver.h"
 #include "util.h"
+#include "unit-test.h"
 
 static const char *const required_labels[] = { "device", "port", NULL };
 
@@ -28,7 +29,7 @@ static char *label_value(const char *s, size_t len)
 	return g_strdup(out->str);
 }
 
-static void test_escape(void)
+UNIT_TEST("/metrics/escape", test_escape)
 {
 	static const struct {
 		const char *in;
@@ -112,17 +113,7 @@ static PromPage *format_and_read(const MetricsSnapshot *m, char **text)
 	return p;
 }
 
-static double value_of(const PromPage *p, const char *name, const char *const *labels)
-{
-	double v = -1;
-	unsigned n = prom_page_find(p, name, labels, &v);
-
-	if (n != 1)
-		g_error("%u samples of %s with those labels, expected 1", n, name);
-	return v;
-}
-
-static void test_page(void)
+UNIT_TEST("/metrics/page", test_page)
 {
 	static const char device[] = "mlx\"5\\0\nx";
 	MetricsSnapshot m;
@@ -165,58 +156,58 @@ static void test_page(void)
 	}
 
 	/* Where some of them went, by name and labels. */
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_mads_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_mads_total",
 				   (const char *const[]){ "attribute", "REQ", "direction", "tx",
 							  NULL }),
 			  ==, m.counters.tx[CM_IDX_REQ]);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_mads_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_mads_total",
 				   (const char *const[]){ "attribute", "RTU", "direction", "rx",
 							  NULL }),
 			  ==, m.counters.rx[CM_IDX_RTU]);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_rx_dropped_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_rx_dropped_total",
 				   (const char *const[]){ "reason", "spoofed", NULL }),
 			  ==, m.counters.rx_drop[RX_DROP_SPOOFED]);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_tx_refused_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_tx_refused_total",
 				   (const char *const[]){ "reason", "send-busy", NULL }),
 			  ==, m.counters.tx_reject[TX_REJECT_SEND_BUSY]);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_gid_registrations_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_gid_registrations_total",
 				   (const char *const[]){ "result", "refused", NULL }),
 			  ==, m.counters.reg_refused);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_umad_recv_errors_total", NULL), ==,
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_umad_recv_errors_total", NULL), ==,
 			  m.counters.recv_errors);
 
 	/* The gauges and the rest. */
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_info",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_info",
 				   (const char *const[]){ "version", "9.8.7", "link_layer",
 							  "Ethernet", NULL }),
 			  ==, 1);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_uptime_seconds", NULL), ==, 61.234);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_reexecutions_total", NULL), ==, 3);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_process_id", NULL), ==, 4321);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_clients", NULL), ==, 5);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_gids", NULL), ==, 7);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_uptime_seconds", NULL), ==, 61.234);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_reexecutions_total", NULL), ==, 3);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_process_id", NULL), ==, 4321);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_clients", NULL), ==, 5);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_gids", NULL), ==, 7);
 	for (int i = 0; i < SESSION_STATE_COUNT; i++)
-		g_assert_cmpfloat(value_of(p, "rdmacm_mux_sessions",
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sessions",
 					   (const char *const[]){
 						   "state", session_state_name((SessionState)i),
 						   NULL }),
 				  ==, m.sessions[i]);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_session_memory_bytes", NULL), ==, 65536);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_client_queued_frames", NULL), ==, 12);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_client_queued_frames_max", NULL), ==, 9);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 4);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers", NULL), ==, 1);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_max", NULL), ==, 4);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_refused_total", NULL), ==,
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_session_memory_bytes", NULL), ==, 65536);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_client_queued_frames", NULL), ==, 12);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_client_queued_frames_max", NULL), ==, 9);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 4);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers", NULL), ==, 1);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers_max", NULL), ==, 4);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers_refused_total", NULL), ==,
 			  2);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_trace_readers_shed_total", NULL), ==, 3);
-	g_assert_cmpfloat(value_of(p, "rdmacm_mux_control_closed_for_sending_total", NULL), ==, 4);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers_shed_total", NULL), ==, 3);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_closed_for_sending_total", NULL), ==, 4);
 }
 
 /* Where promtool is installed, it takes the page of a device named with
  * every character that needs escaping. (The integration test's promtool
  * run covers a real daemon, whose device name cannot hold a line feed.) */
-static void test_promtool(void)
+UNIT_TEST("/metrics/promtool", test_promtool)
 {
 	g_autofree char *promtool = g_find_program_in_path("promtool");
 	g_autofree char *out = NULL, *err_text = NULL;
@@ -245,7 +236,7 @@ static void test_promtool(void)
 
 /* The page has the same lines for any numbers, and stays small: it never
  * needs the control socket's answer limit. */
-static void test_bounded(void)
+UNIT_TEST("/metrics/bounded", test_bounded)
 {
 	MetricsSnapshot small, big;
 	g_autofree char *text_small = NULL, *text_big = NULL;
@@ -286,15 +277,6 @@ static int discard_send(void *userdata, UmadBuffer *buf, size_t len)
 	return 0;
 }
 
-static void write_file(const char *dir, const char *name, const char *text)
-{
-	g_autofree char *path = g_build_filename(dir, name, NULL);
-	g_autofree char *parent = g_path_get_dirname(path);
-
-	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
-	g_assert_true(g_file_set_contents(path, text, -1, NULL));
-}
-
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	g_autofree char *port = NULL;
@@ -310,10 +292,10 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 	f->sysfs = g_dir_make_tmp("metrics-XXXXXX", NULL);
 	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
-	write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
-	write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
-	write_file(port, "gid_attrs/types/0", "RoCE v2\n");
-	write_file(port, "gid_attrs/types/1", "RoCE v2\n");
+	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	unit_test_write_file(port, "gid_attrs/types/0", "RoCE v2\n");
+	unit_test_write_file(port, "gid_attrs/types/1", "RoCE v2\n");
 	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
 	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, discard_send, f, &p), ==, 0);
 	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
@@ -359,7 +341,7 @@ static void req_mad(uint8_t mad[256], uint32_t comm_id, const char *peer)
 	g_assert_cmpint(inet_pton(AF_INET6, peer, mad + 96), ==, 1);
 }
 
-static void test_snapshot(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/metrics/snapshot", NULL, fixture_setup, test_snapshot)
 {
 	ControlConfig cfg;
 	ControlStats stats = { .trace_readers = 2, .closed_for_sending = 5 };
@@ -409,14 +391,4 @@ static void test_snapshot(Fixture *f, gconstpointer data)
 	prom_page_free(format_and_read(&m, NULL));
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add_func("/metrics/escape", test_escape);
-	g_test_add_func("/metrics/page", test_page);
-	g_test_add_func("/metrics/bounded", test_bounded);
-	g_test_add_func("/metrics/promtool", test_promtool);
-	g_test_add("/metrics/snapshot", Fixture, NULL, fixture_setup, test_snapshot,
-		   fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

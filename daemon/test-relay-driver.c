@@ -11,6 +11,7 @@
 
 #include "relay-driver.h"
 #include "util.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	char *sysfs;
@@ -41,15 +42,6 @@ static void collect(void *userdata, const struct rdmacm_mux_msg *m)
 	f->got[f->n_got++] = *m;
 }
 
-static void write_file(const char *dir, const char *name, const char *text)
-{
-	g_autofree char *path = g_build_filename(dir, name, NULL);
-	g_autofree char *parent = g_path_get_dirname(path);
-
-	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
-	g_assert_true(g_file_set_contents(path, text, -1, NULL));
-}
-
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	g_autofree char *port = NULL;
@@ -63,12 +55,12 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	memset(f, 0, sizeof(*f));
 	f->sysfs = g_dir_make_tmp("relay-driver-XXXXXX", NULL);
 	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
-	write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
-	write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
-	write_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0102\n");
+	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	unit_test_write_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0102\n");
 	for (int i = 0; i < 3; i++) {
 		g_autofree char *name = g_strdup_printf("gid_attrs/types/%d", i);
-		write_file(port, name, "RoCE v2\n");
+		unit_test_write_file(port, name, "RoCE v2\n");
 	}
 	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
 	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, capture_send, f, &p), ==, 0);
@@ -121,7 +113,7 @@ static void cm_mad(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t rem
 	put_be32(mad + 28, remote);
 }
 
-static void test_send_and_route_back(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test_send_and_route_back)
 {
 	uint8_t g1[16], g2[16], peer[16], mad[256];
 	uint32_t c1 = relay_driver_add_client(f->relay);
@@ -164,7 +156,7 @@ static void test_send_and_route_back(Fixture *f, gconstpointer data)
 	g_assert_null(relay_check_invariants(f->relay));
 }
 
-static void test_quota_and_timers(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay-driver/quota-and-timers", NULL, fixture_setup, test_quota_and_timers)
 {
 	uint8_t g1[16], peer[16], mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
@@ -194,7 +186,7 @@ static void test_quota_and_timers(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(relay_gid_count(f->relay), ==, 0);
 }
 
-static void test_gid_quota_and_status_packets(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay-driver/gid-quota-and-status-packets", NULL, fixture_setup, test_gid_quota_and_status_packets)
 {
 	uint32_t c = relay_driver_add_client(f->relay);
 	UmadBuffer in = { 0 };
@@ -228,7 +220,7 @@ static void test_gid_quota_and_status_packets(Fixture *f, gconstpointer data)
 }
 
 /* A late, duplicated or reordered RTU must not revive a closed session. */
-static void test_late_rtu_keeps_session_closing(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_setup, test_late_rtu_keeps_session_closing)
 {
 	uint8_t g1[16], peer[16], mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
@@ -263,16 +255,4 @@ static void test_late_rtu_keeps_session_closing(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	g_test_add("/relay-driver/send-and-route-back", Fixture, NULL, fixture_setup,
-		   test_send_and_route_back, fixture_teardown);
-	g_test_add("/relay-driver/quota-and-timers", Fixture, NULL, fixture_setup,
-		   test_quota_and_timers, fixture_teardown);
-	g_test_add("/relay-driver/gid-quota-and-status-packets", Fixture, NULL, fixture_setup,
-		   test_gid_quota_and_status_packets, fixture_teardown);
-	g_test_add("/relay-driver/late-rtu-keeps-session-closing", Fixture, NULL, fixture_setup,
-		   test_late_rtu_keeps_session_closing, fixture_teardown);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -166,17 +166,6 @@ static int64_t member_int(JsonObject *o, const char *name)
 	return json_object_get_int_member(o, name);
 }
 
-/* The one sample of @name with @labels (name, value, ..., NULL). */
-static double metric(const PromPage *p, const char *name, const char *const *labels)
-{
-	double v = -1;
-	unsigned n = prom_page_find(p, name, labels, &v);
-
-	if (n != 1)
-		g_error("%u samples of %s with those labels, expected 1", n, name);
-	return v;
-}
-
 /* The sum of @name's samples whose label @label is @value (or all). */
 static double metric_sum(const PromPage *p, const char *name, const char *label,
 			 const char *value)
@@ -202,7 +191,7 @@ static double metric_sum(const PromPage *p, const char *name, const char *label,
 static void expect_metric(const PromPage *p, const char *name, const char *const *labels,
 			  int64_t want)
 {
-	double got = metric(p, name, labels);
+	double got = prom_page_value(p, name, labels);
 
 	if (got != (double)want)
 		g_error("%s%s%s = %.0f on the page, %" G_GINT64_FORMAT " in the JSON", name,
@@ -310,7 +299,7 @@ static void wait_requests_settle(const Daemon *d)
 			g_error("the daemon's request count did not settle");
 		g_usleep(100000);
 		p = page_read(d, NULL);
-		now = metric(p, "rdmacm_mux_requests_total", NULL);
+		now = prom_page_value(p, "rdmacm_mux_requests_total", NULL);
 		same = now == last ? same + 1 : 0;
 		last = now;
 	}
@@ -429,10 +418,10 @@ static void compare_status(const PromPage *p, JsonObject *st)
 			       "link_layer", json_object_get_string_member(st, "link_layer"),
 			       "device", json_object_get_string_member(st, "device"), NULL };
 	g_autofree char *port = g_strdup_printf("%" G_GINT64_FORMAT, member_int(st, "port"));
-	double uptime = metric(p, "rdmacm_mux_uptime_seconds", NULL);
+	double uptime = prom_page_value(p, "rdmacm_mux_uptime_seconds", NULL);
 
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_info", info), ==, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_info", (const char *const[]){ "port", port, NULL }),
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_info", info), ==, 1);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_info", (const char *const[]){ "port", port, NULL }),
 			  ==, 1);
 	g_assert_cmpfloat(uptime, >, 0);
 	g_assert_cmpfloat(uptime * 1000, <=, member_int(st, "uptime_ms") + 1);
@@ -500,30 +489,30 @@ UNIT_FIXTURE_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_m
 	compare_clients(p, json_node_get_object(clients));
 
 	/* And what this traffic must have made, in the page's own terms. */
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_mads_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_mads_total",
 				 (const char *const[]){ "attribute", "REQ", "direction", "tx",
 							NULL }),
 			  ==, 2);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_mads_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_mads_total",
 				 (const char *const[]){ "attribute", "REJ", "direction", "rx",
 							NULL }),
 			  ==, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_tx_refused_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_tx_refused_total",
 				 (const char *const[]){ "reason", "not-cm", NULL }),
 			  ==, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_sessions",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sessions",
 				 (const char *const[]){ "state", "established", NULL }),
 			  ==, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_sessions",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sessions",
 				 (const char *const[]){ "state", "closing", NULL }),
 			  ==, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_clients", NULL), ==, 3);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_gid_unregistrations_total",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_clients", NULL), ==, 3);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_gid_unregistrations_total",
 				 (const char *const[]){ "result", "refused", NULL }),
 			  >, 1);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_client_queued_frames_max", NULL), >, 0);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_info",
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_client_queued_frames_max", NULL), >, 0);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_info",
 				 (const char *const[]){ "device", "simA", "port", "1", NULL }),
 			  ==, 1);
 }
@@ -561,8 +550,8 @@ UNIT_FIXTURE_TEST("/metrics/many-clients", many_opts, fixture_setup, test_many_c
 		g_assert_cmpint(raw_request(fds[i], &m), ==, 0);
 	}
 	after = page_read(f->da, &after_text);
-	g_assert_cmpfloat(metric(after, "rdmacm_mux_clients", NULL), ==, MANY_CLIENTS);
-	g_assert_cmpfloat(metric(after, "rdmacm_mux_gids", NULL), ==, MANY_CLIENTS);
+	g_assert_cmpfloat(prom_page_value(after, "rdmacm_mux_clients", NULL), ==, MANY_CLIENTS);
+	g_assert_cmpfloat(prom_page_value(after, "rdmacm_mux_gids", NULL), ==, MANY_CLIENTS);
 	g_assert_cmpuint(after->samples->len, ==, before->samples->len);
 	g_assert_cmpuint(after->families->len, ==, before->families->len);
 	for (guint i = 0; i < before->samples->len; i++)
@@ -698,7 +687,7 @@ UNIT_FIXTURE_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfil
 	p = prom_page_parse(text, &error);
 	if (!p)
 		g_error("the example wrote a page that does not read: %s\n%s", error, text);
-	g_assert_cmpfloat(metric(p, "rdmacm_mux_clients", NULL), ==, 2);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_clients", NULL), ==, 2);
 
 	g_assert_cmpint(daemon_stop(f->da), ==, 0);
 	g_assert_cmpint(run_script(script), !=, 0);
@@ -736,7 +725,7 @@ UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_
 	(void)rdmacm_mux_process(f->a1->mux);
 	for (gint64 end = g_get_monotonic_time() + 4 * G_USEC_PER_SEC;;) {
 		g_autoptr(PromPage) p = page_read(f->da, NULL);
-		double queued = metric(p, "rdmacm_mux_sender_queued_mads", NULL);
+		double queued = prom_page_value(p, "rdmacm_mux_sender_queued_mads", NULL);
 
 		g_assert_cmpfloat(queued, <=, UNREACHABLE);
 		if (queued == UNREACHABLE)
@@ -752,8 +741,8 @@ UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_
 	{
 		g_autoptr(PromPage) p = page_read(f->da, NULL);
 
-		g_assert_cmpfloat(metric(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
-		g_assert_cmpfloat(metric(p, "rdmacm_mux_tx_refused_total",
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 0);
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_tx_refused_total",
 					 (const char *const[]){ "reason", "send-failed", NULL }),
 				  ==, UNREACHABLE);
 	}

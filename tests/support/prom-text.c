@@ -526,6 +526,16 @@ unsigned prom_page_find(const PromPage *p, const char *name, const char *const *
 	return n;
 }
 
+double prom_page_value(const PromPage *p, const char *name, const char *const *labels)
+{
+	double v = -1;
+	unsigned n = prom_page_find(p, name, labels, &v);
+
+	if (n != 1)
+		g_error("%u samples of %s with those labels, expected 1", n, name);
+	return v;
+}
+
 const PromFamily *prom_page_family(const PromPage *p, const char *name)
 {
 	for (guint i = 0; i < p->families->len; i++) {

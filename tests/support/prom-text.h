@@ -66,6 +66,9 @@ char *prom_page_check(const PromPage *p, const char *prefix, const char *const *
  */
 unsigned prom_page_find(const PromPage *p, const char *name, const char *const *labels,
 			double *value);
+/* The value of the one sample prom_page_find() matches; a test that finds
+ * none or several fails at once (g_error). */
+double prom_page_value(const PromPage *p, const char *name, const char *const *labels);
 
 /* The family named @name, or NULL. */
 const PromFamily *prom_page_family(const PromPage *p, const char *name);

@@ -94,6 +94,17 @@ static inline void unit_test_add_registered(void)
 	unit_test_add_registered_if(NULL);
 }
 
+/* Write @text to @dir/@name, making the directories on the way (a fake
+ * sysfs, for one). */
+static inline void unit_test_write_file(const char *dir, const char *name, const char *text)
+{
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	g_autofree char *parent = g_path_get_dirname(path);
+
+	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
 /* main() for a program whose tests are all registered ones. */
 #define UNIT_TEST_MAIN()                                  \
 	int main(int argc, char **argv)                   \
