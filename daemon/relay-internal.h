@@ -127,7 +127,7 @@ struct Relay {
 	 * count, for each peer's fair share of a client's budget. */
 	GHashTable *half_open_peers;
 	/* The GID-table entries the relay acts on are re-read once per epoch
-	 * (gid-table.h): a millisecond of the loop's clock
+	 * (gid-table.h): RELAY_GID_EPOCH_USEC of the loop's clock
 	 * (relay_next_gid_epoch()). */
 	uint64_t gid_epoch;
 	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
@@ -152,11 +152,14 @@ void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 /* The loop's notion of now (monotonic usec): one value per dispatch. */
 uint64_t relay_now(const Relay *r);
 /*
- * Start the GID epoch of a dispatch: the loop's millisecond. An entry is
- * read again from sysfs at most once a millisecond, not at each of the
- * tens of thousands of wake-ups a second under load (three syscalls and a
- * parse each); a GID that moves is seen within a millisecond.
+ * Start the GID epoch of a dispatch: the loop's clock in steps of
+ * RELAY_GID_EPOCH_USEC. An entry is read again from sysfs at most once a
+ * step, not at each of the tens of thousands of wake-ups a second under
+ * load (three syscalls each); a GID that moves is seen within a step.
+ * 10 ms: a VM's address takes far longer to move than that, and at 1 ms
+ * a busy GID cost a thousand sysfs reads a second.
  */
+#define RELAY_GID_EPOCH_USEC 10000
 void relay_next_gid_epoch(Relay *r);
 /* The live client with @id, or NULL. */
 RelayClient *relay_client_lookup(Relay *r, uint32_t id);

@@ -36,10 +36,10 @@ uint64_t relay_now(const Relay *r)
 
 void relay_next_gid_epoch(Relay *r)
 {
-	uint64_t ms = relay_now(r) / 1000;
+	uint64_t step = relay_now(r) / RELAY_GID_EPOCH_USEC;
 
 	/* Never backwards, and never the epoch 0 that fresh entries carry. */
-	r->gid_epoch = MAX(r->gid_epoch, ms + 1);
+	r->gid_epoch = MAX(r->gid_epoch, step + 1);
 }
 
 void relay_mark_dirty(Relay *r, RelayClient *c)
