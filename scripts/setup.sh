@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Installs the Debian 12 packages that rdmacm-mux needs to build, test, run
-# the demo and the benchmark. Idempotent: packages already present are left
+# the demo and the benchmark, and to build its own Debian packages. Idempotent: packages already present are left
 # alone, and apt is not touched at all when nothing is missing.
 set -euo pipefail
 
@@ -32,6 +32,9 @@ packages=(
 	# tests/qemu: the tools that build vmw_pvrdma.ko from Debian's linux-source
 	# against unpacked headers
 	make binutils libelf1 libssl3
+	# the Debian packages (debian/, scripts/package.sh, suite 'package' and
+	# tests/vm-systemd's mode pkg): dpkg-buildpackage, debhelper, lintian
+	dpkg-dev debhelper fakeroot build-essential lintian
 )
 
 missing=()

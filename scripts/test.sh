@@ -4,12 +4,14 @@
 # Builds rdmacm-mux with gcc and with clang (warnings are errors in both)
 # and runs every test suite in the gcc build (unit, sim, integration, vm,
 # soak, bench smoke, qemu, and fuzz: a replay of the fuzz corpora and
-# regressions) and the unit suite in the clang build. Then two sanitizer
-# passes: the unit, integration and fuzz-replay suites again in a gcc
-# ASan+UBSan build (LeakSanitizer on, UBSan fatal), and the libFuzzer
-# targets for FUZZ_SECONDS (20) each in a clang ASan+UBSan build. Prints
-# meson's per-test lines and summaries, then one line
-# "N passed, N failed, N skipped" over all of them.
+# regressions) and the unit suite in the clang build; the package suite
+# (dpkg-buildpackage and lintian, scripts/package.sh) runs on its own with
+# --verbose, so that the log shows the package build and every lintian
+# tag. Then two sanitizer passes: the unit, integration and fuzz-replay
+# suites again in a gcc ASan+UBSan build (LeakSanitizer on, UBSan fatal),
+# and the libFuzzer targets for FUZZ_SECONDS (20) each in a clang
+# ASan+UBSan build. Prints meson's per-test lines and summaries, then one
+# line "N passed, N failed, N skipped" over all of them.
 #
 # Usage: scripts/test.sh            (from anywhere; builds under build/)
 # SANITIZE=0 skips the sanitizer passes (a quick local run).
@@ -48,8 +50,14 @@ ninja -C "$build_clang"
 
 echo "== tests"
 rc=0
-meson test -C "$build" --print-errorlogs --num-processes 2 || rc=$?
-logs=("$build/meson-logs/testlog.json")
+meson test -C "$build" --print-errorlogs --num-processes 2 --no-suite package || rc=$?
+# meson writes testlog.json afresh at each run: keep this one.
+cp "$build/meson-logs/testlog.json" "$build/meson-logs/testlog-main.json"
+logs=("$build/meson-logs/testlog-main.json")
+
+echo "== tests: package (dpkg-buildpackage, lintian)"
+meson test -C "$build" --suite package --verbose || rc=$?
+logs+=("$build/meson-logs/testlog.json")
 
 echo "== tests (clang): unit"
 meson test -C "$build_clang" --suite unit --print-errorlogs --num-processes 2 || rc=$?

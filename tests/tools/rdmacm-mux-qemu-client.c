@@ -17,7 +17,8 @@
  *     wrong GID and the peer would see it).
  *
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] connect DEST_GID [-c N] [--service SID]
- *                          [--hold MS]   (established this long before DREQ)
+ *                          [--hold MS]   (established this long before DREQ;
+ *                                         SIGUSR1 ends the wait early)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] serve [-c N] [-t SECS]
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] sidr DEST_IPV4 [--service SID]
  *
@@ -32,6 +33,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -343,6 +345,22 @@ static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *m
 	return -ETIMEDOUT;
 }
 
+/* --hold: SIGUSR1 ends the wait, so that a test can keep a session for as
+ * long as some action of its own takes, however slow the host. */
+static volatile sig_atomic_t hold_ended;
+
+static void end_hold(int sig)
+{
+	(void)sig;
+	hold_ended = 1;
+}
+
+static void hold(unsigned ms)
+{
+	for (unsigned waited = 0; waited < ms && !hold_ended; waited += 10)
+		usleep(10 * 1000);
+}
+
 static int do_connect(struct qclient *q, const uint8_t dest[IB_GID_LEN], uint64_t service)
 {
 	static const unsigned want_rep[] = { CM_REP, CM_REJ };
@@ -391,7 +409,7 @@ static int do_connect(struct qclient *q, const uint8_t dest[IB_GID_LEN], uint64_
 	printf("[%s] connection %u established with %s (their comm id 0x%08x)\n", q->name, local,
 	       gid_str(dest), remote);
 	if (q->hold_ms)
-		usleep(q->hold_ms * 1000u);
+		hold(q->hold_ms);
 
 	mad_init(q, mad, CM_DREQ);
 	mad_set_local(mad, local);
@@ -553,7 +571,7 @@ static int connect_socket(const char *path)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS]\n"
+		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS (SIGUSR1 ends it)]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] sidr DEST_IPV4 [--service SID]\n");
 }
@@ -613,6 +631,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (q.hold_ms) {
+		struct sigaction sa = { .sa_handler = end_hold };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+	}
 
 	q.fd = connect_socket(socket_path);
 	if (q.fd < 0) {

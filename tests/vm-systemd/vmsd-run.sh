@@ -14,6 +14,11 @@
 # --mode ibcm: the same install with the modprobe.d file masked
 #              (/etc/modprobe.d/rdmacm-mux.conf -> /dev/null): ib_cm wins
 #              the CM class, the daemon exits 3, systemd must not spin.
+# --mode pkg:  no "meson install": the Debian packages (scripts/package.sh,
+#              built here from this tree) and a copy with a higher version
+#              go into the guest, which installs them with dpkg, runs the
+#              templated units, upgrades under an established session and
+#              purges (see guest/vmsd-check.sh, pkg_mode).
 #
 # Cache (outside the tree): the kernel in tests/vm's cache dir
 # (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
@@ -40,10 +45,11 @@ GUEST_MODULES="crc32_generic rdma_rxe ib_umad ib_uverbs veth rdma_ucm ib_iser xp
 
 usage() {
 	cat <<EOF
-usage: $0 --build-dir DIR [--mode main|ibcm] [--timeout SECS] [--log-dir DIR] [-v]
+usage: $0 --build-dir DIR [--mode main|ibcm|pkg] [--timeout SECS] [--log-dir DIR] [-v]
   --build-dir DIR  a configured and built meson build dir (installed with
-                   "meson install --destdir" into the guest)
-  --mode MODE      main (default) or ibcm, see the header of this script
+                   "meson install --destdir" into the guest; in mode pkg
+                   only its test programs are used)
+  --mode MODE      main (default), ibcm or pkg, see the header of this script
   --timeout SECS   host limit for the VM run (default 480)
   --log-dir DIR    serial logs (default DIR/tests/vm-systemd/logs)
   -v               show the serial console while it runs
@@ -64,7 +70,7 @@ while (($#)); do
 	esac
 done
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
-[[ $mode == main || $mode == ibcm ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
+[[ $mode == main || $mode == ibcm || $mode == pkg ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
 log_dir=${log_dir:-$build_dir/tests/vm-systemd/logs}
 cache=${RDMACM_MUX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/vm}
@@ -78,6 +84,11 @@ vm_require_host_tools cpio depmod modprobe gzip flock meson tar
 for p in tests/tools/rdmacm-mux-qemu-client tests/vm/umad-probe; do
 	[[ -x $build_dir/$p ]] || die "$build_dir/$p is not built"
 done
+if [[ $mode == pkg ]]; then
+	vm_require_host_tools dpkg-buildpackage dh dpkg-deb
+	[[ -x $build_dir/examples/rdmacm-mux-pingpong ]] ||
+		die "$build_dir/examples/rdmacm-mux-pingpong is not built"
+fi
 
 mkdir -p "$cache" "$log_dir"
 exec {lockfd}>"$cache/.lock"
@@ -151,6 +162,57 @@ fi
 exec {lockfd}>&-
 t_prep=$SECONDS
 
+# --- Mode pkg: the packages, and the same packages one version up -------------
+# vmsd_repack DEB DIR VERSION: DEB again, as version VERSION, into DIR. The
+# upgrade under test is dpkg's path through our maintainer scripts, which
+# are the same in both: a second dpkg-buildpackage would compile the same
+# code for another half minute. So the upgrade packages are these, with
+# Version: (and the "(= VERSION)" dependency of -dev on the library) raised,
+# and one line added to the example config, so that the postinst's
+# "an unedited /etc/rdmacm-mux.conf follows the example" has work to do.
+vmsd_repack() {
+	local deb=$1 dir=$2 new=$3 x old f=usr/share/rdmacm-mux/rdmacm-mux.conf
+	x=$(mktemp -d "$work/repack.XXXXXX")
+	dpkg-deb -R "$deb" "$x"
+	old=$(sed -n 's/^Version: //p' "$x/DEBIAN/control")
+	sed -i -e "s/^Version: .*/Version: $new/" -e "s/(= ${old//./\\.})/(= $new)/g" \
+		"$x/DEBIAN/control"
+	if [[ -f $x/$f ]]; then
+		echo "# (this line came with version $new)" >>"$x/$f"
+		(cd "$x" && md5sum "$f") >"$x/md5.new"
+		grep -v "  $f\$" "$x/DEBIAN/md5sums" >>"$x/md5.new"
+		mv "$x/md5.new" "$x/DEBIAN/md5sums"
+	fi
+	dpkg-deb -Zgzip -z1 -b "$x" "$dir/" >/dev/null
+	rm -rf "$x"
+}
+
+# vmsd_packages: builds the packages from this tree (binary only, no tests:
+# scripts/test.sh builds and lints them in full) into the overlay's
+# /opt/vmsd/debs/old, and their repacked successors into .../new.
+vmsd_packages() {
+	local t0=$SECONDS deb version p
+	if ! "$here/../../scripts/package.sh" --binary --nocheck --no-lintian "$work/debs" \
+		>"$work/package.log" 2>&1; then
+		tail -n 40 "$work/package.log"
+		die "scripts/package.sh failed (the log's end is above)"
+	fi
+	mkdir -p "$ov/opt/vmsd/debs/old" "$ov/opt/vmsd/debs/new"
+	for p in rdmacm-mux librdmacm-mux1 librdmacm-mux-dev; do
+		deb=$(find "$work/debs" -name "${p}_*.deb" | head -n 1)
+		[[ -n $deb ]] || die "scripts/package.sh made no $p package"
+		cp "$deb" "$ov/opt/vmsd/debs/old/"
+		version=$(dpkg-deb -f "$deb" Version)
+		vmsd_repack "$deb" "$ov/opt/vmsd/debs/new" "$version+vmsd1"
+	done
+	say "packages $version and $version+vmsd1 made in $((SECONDS - t0)) s"
+	# ib_cm is kept away by the test, not by the package: whether the
+	# package's modprobe.d file does that is not what this mode checks.
+	mkdir -p "$ov/etc/modprobe.d"
+	printf '%s\n' '# written by tests/vm-systemd (mode pkg)' 'install ib_cm /bin/false' \
+		>"$ov/etc/modprobe.d/vmsd-no-ib-cm.conf"
+}
+
 # --- 4. The overlay: modules, the installed build, the test driver ------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-vmsd.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -174,28 +236,35 @@ done
 cp "$kroot/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$mdir/"
 depmod -b "$ov/usr" "$kver"
 
-# The package: everything "meson install" puts in place, as a .deb would.
-if ! meson install -C "$build_dir" --destdir "$ov" --no-rebuild --quiet \
-	>"$work/install.log" 2>&1; then
-	cat "$work/install.log" >&2
-	die "meson install --destdir failed"
+if [[ $mode == pkg ]]; then
+	vmsd_packages
+else
+	# The package: everything "meson install" puts in place, as a .deb would.
+	if ! meson install -C "$build_dir" --destdir "$ov" --no-rebuild --quiet \
+		>"$work/install.log" 2>&1; then
+		cat "$work/install.log" >&2
+		die "meson install --destdir failed"
+	fi
+	for d in lib lib64 bin sbin; do
+		[[ ! -e $ov/$d ]] || die "the install created /$d in the overlay; it would hide the rootfs's /$d symlink"
+	done
+	unit=$(find "$ov" -path '*/systemd/system/rdmacm-mux.service' | head -n 1)
+	[[ -n $unit ]] || die "meson install put no rdmacm-mux.service into the overlay"
+	# The config file the unit reads (EnvironmentFile=-SYSCONFDIR/rdmacm-mux.conf):
+	# what an administrator writes after installing the package.
+	conf=$(sed -n 's/^EnvironmentFile=-\(.*rdmacm-mux\.conf\)$/\1/p' "$unit" | head -n 1)
+	[[ -n $conf ]] || die "no EnvironmentFile=-.../rdmacm-mux.conf in $unit"
+	mkdir -p "$ov/$(dirname "$conf")"
+	printf '%s\n' '# written by tests/vm-systemd' 'RDMACM_MUX_DEVICE=rxe0' >"$ov/$conf"
 fi
-for d in lib lib64 bin sbin; do
-	[[ ! -e $ov/$d ]] || die "the install created /$d in the overlay; it would hide the rootfs's /$d symlink"
-done
-unit=$(find "$ov" -path '*/systemd/system/rdmacm-mux.service' | head -n 1)
-[[ -n $unit ]] || die "meson install put no rdmacm-mux.service into the overlay"
-# The config file the unit reads (EnvironmentFile=-SYSCONFDIR/rdmacm-mux.conf):
-# what an administrator writes after installing the package.
-conf=$(sed -n 's/^EnvironmentFile=-\(.*rdmacm-mux\.conf\)$/\1/p' "$unit" | head -n 1)
-[[ -n $conf ]] || die "no EnvironmentFile=-.../rdmacm-mux.conf in $unit"
-mkdir -p "$ov/$(dirname "$conf")"
-printf '%s\n' '# written by tests/vm-systemd' 'RDMACM_MUX_DEVICE=rxe0' >"$ov/$conf"
 
 # Test programs, not part of the package (libc and libibumad only; the host
 # is Debian 12 like the guest).
 mkdir -p "$ov/opt/vmsd/bin"
 cp "$build_dir/tests/tools/rdmacm-mux-qemu-client" "$build_dir/tests/vm/umad-probe" "$ov/opt/vmsd/bin/"
+# Mode pkg: the build's pingpong. Its RUNPATH ($ORIGIN/../client-lib) does
+# not exist in the guest, so it runs with the packaged librdmacm-mux.so.1.
+[[ $mode != pkg ]] || cp "$build_dir/examples/rdmacm-mux-pingpong" "$ov/opt/vmsd/bin/"
 install -m 0755 "$here/guest/vmsd-check.sh" "$ov/opt/vmsd/vmsd-check.sh"
 install -m 0755 "$here/guest/vmsd-probe.sh" "$ov/opt/vmsd/probe.sh"
 

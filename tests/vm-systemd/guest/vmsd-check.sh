@@ -425,10 +425,180 @@ ibcm_mode() {
 	indent </tmp/qa1.out
 }
 
+# ---- mode pkg ------------------------------------------------------------------
+# The Debian packages, installed with dpkg: nothing enabled or started, the
+# templated units relay a handshake, an upgrade (a higher version of the
+# same packages) restarts both running instances while a raw QEMU client
+# holds an established session, which then closes normally; a purge leaves
+# no file behind, and a second install shows that a purge keeps an edited
+# /etc/rdmacm-mux.conf.
+PKGS=(rdmacm-mux librdmacm-mux1 librdmacm-mux-dev)
+CONF=/etc/rdmacm-mux.conf
+EXAMPLE=/usr/share/rdmacm-mux/rdmacm-mux.conf
+# The upgrade's client keeps its session until SIGUSR1 after the upgrade,
+# or at most this long (the upgrade must be done by then: checked).
+HOLD_MS=150000
+
+# Every path on the root file system but the volatile ones: what the boot,
+# journald, dpkg's own bookkeeping and this script write whatever the
+# package does. dpkg's info files are in: a purge must remove ours.
+snapshot() {
+	find / -xdev \( -path /tmp -o -path /var/tmp -o -path /var/log -o -path /var/cache/ldconfig \
+		-o -path /var/lib/dpkg/triggers -o -path /var/lib/dpkg/updates \
+		-o -path /var/lib/dpkg/status-old -o -path /var/lib/dpkg/available-old \
+		-o -path /var/lib/systemd/timers -o -path /var/lib/systemd/random-seed \) -prune -o -print |
+		LC_ALL=C sort
+}
+# same_files BEFORE: the root file system has exactly the paths of BEFORE
+# (the differences go to the console).
+same_files() {
+	snapshot >/tmp/files-now
+	diff "$1" /tmp/files-now | grep '^[<>]' | indent
+	cmp -s "$1" /tmp/files-now
+}
+# no_shared_files DEB...: no file of these packages (anything but a
+# directory, as the .deb has it: this rootfs's dpkg leaves out man pages
+# and docs, so the file system cannot tell) is listed by another package.
+no_shared_files() {
+	local d files=()
+	for d in "$@"; do
+		mapfile -t -O "${#files[@]}" files < <(dpkg-deb -c "$d" |
+			awk '$1 !~ /^d/ { sub(/^\./, "", $6); print $6 }')
+	done
+	# One query for all: "OWNER[, OWNER...]: PATH" per file.
+	dpkg -S "${files[@]}" >/tmp/owners 2>&1
+	info "${#files[@]} files in the packages, $(grep -c -E '^[^ ]+(, [^ ]+)+: /' /tmp/owners) listed twice"
+	grep -E '^[^ ]+(, [^ ]+)+: /' /tmp/owners | indent
+	[ "$(grep -c ': /' /tmp/owners)" -eq "${#files[@]}" ] && ! grep -q -E '^[^ ]+(, [^ ]+)+: /' /tmp/owners
+}
+conf_is_example() { cmp -s $CONF $EXAMPLE; }
+status_of() { dpkg-query -W -f='${db:Status-Abbrev}' "$@" 2>/dev/null | tr -d ' '; }
+version_of() { dpkg-query -W -f='${Version}' "$1"; }
+no_daemon_runs() {
+	local c
+	for c in /proc/[0-9]*/comm; do
+		[ "$(cat "$c" 2>/dev/null)" != rdmacm-mux ] || return 1
+	done
+}
+active_units() { systemctl list-units --plain --no-legend --state=active 'rdmacm-mux*' | awk '{ print $1 }'; }
+# The path of a process's binary; " (deleted)" at its end: it runs a file
+# that dpkg has replaced since.
+exe_of() { readlink "/proc/$1/exe"; }
+# restarted_new OLD NEW: NEW is another main process than OLD, running the
+# installed binary (not one that dpkg replaced).
+restarted_new() { [ "$2" != 0 ] && [ "$2" != "$1" ] && [ "$(exe_of "$2")" = /usr/sbin/rdmacm-mux ]; }
+# took_over UNIT PID: PID logged that it took the clients of its
+# predecessor over.
+took_over() {
+	journalctl -b -o cat --no-pager -u "$1" _PID="$2" | grep -q 'took over [1-9][0-9]* clients'
+}
+
+pkg_mode() {
+	local rc old=() new=() qs1_pid qe_pid i t0 v_old v_new out
+
+	v_old=$(dpkg-deb -f /opt/vmsd/debs/old/rdmacm-mux_*.deb Version)
+	v_new=$(dpkg-deb -f /opt/vmsd/debs/new/rdmacm-mux_*.deb Version)
+	snapshot >/tmp/files-before
+	info "$(wc -l </tmp/files-before) paths on the root file system before the install"
+
+	echo "=== dpkg -i: ${PKGS[*]} $v_old"
+	dpkg -i /opt/vmsd/debs/old/*.deb >/tmp/dpkg.log 2>&1
+	rc=$?
+	indent </tmp/dpkg.log
+	check "dpkg -i of the three packages returned 0" [ "$rc" -eq 0 ]
+	check "all three are installed ($(status_of "${PKGS[@]}"))" [ "$(status_of "${PKGS[@]}")" = iiiiii ]
+	check "no file is in two packages (dpkg -S of every file in the .debs)" \
+		no_shared_files /opt/vmsd/debs/old/*.deb
+	check "the postinst made $CONF from /usr/share/rdmacm-mux's example (this dpkg drops /usr/share/doc files: README.md.gz absent)" \
+		eval 'conf_is_example && [ ! -e /usr/share/doc/rdmacm-mux/README.md.gz ]'
+	check "rdmacm-mux.service is not enabled ($(systemctl is-enabled rdmacm-mux.service))" \
+		[ "$(systemctl is-enabled rdmacm-mux.service)" = disabled ]
+	check "no rdmacm-mux unit runs ($(active_units | tr '\n' ' '))" [ -z "$(active_units)" ]
+	check "nothing of ours in /etc/systemd/system" \
+		eval '[ -z "$(find /etc/systemd/system -name "rdmacm-mux*")" ]'
+	out=$(ldd $B/rdmacm-mux-pingpong | grep librdmacm-mux)
+	check "the build's pingpong runs with the packaged library ($out)" \
+		matches "$out" '=> /(usr/)?lib/x86_64-linux-gnu/librdmacm-mux\.so\.1 '
+
+	echo "=== the templated units of the package: rdmacm-mux@rxe0-1 and rdmacm-mux@rxe1-1"
+	systemctl start rdmacm-mux@rxe0-1.service rdmacm-mux@rxe1-1.service
+	check "systemctl start of both instances returned 0" [ $? -eq 0 ]
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe1-1 -g $G21 -n qs1 serve -c 2 -t 150 \
+		>/tmp/qs1.out 2>&1 &
+	qs1_pid=$!
+	check "qs1 registered $G21 on rdmacm-mux@rxe1-1" wait_for 20 has /tmp/qs1.out "registered $G21"
+	$B/rdmacm-mux-pingpong -S /run/rdmacm-mux-rxe0-1 -g $G12 -n pp connect $G21 >/tmp/pp.out 2>&1
+	rc=$?
+	check "pingpong on rdmacm-mux@rxe0-1 connected to qs1 and closed (exit $rc)" \
+		eval '[ $rc -eq 0 ] && has /tmp/pp.out "connection 1 established with $G21"'
+	indent </tmp/pp.out
+
+	echo "=== upgrade to $v_new while qe holds an established session"
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe0-1 -g $G11 -n qe connect $G21 \
+		--hold $HOLD_MS >/tmp/qe.out 2>&1 &
+	qe_pid=$!
+	check "qe's connection is established" wait_for 20 has /tmp/qe.out "connection 1 established"
+	for i in 0 1; do
+		old[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
+	done
+	t0=$SECONDS
+	dpkg -i /opt/vmsd/debs/new/*.deb >/tmp/dpkg.log 2>&1
+	rc=$?
+	indent </tmp/dpkg.log
+	check "dpkg -i $v_new returned 0 (in $((SECONDS - t0)) s)" [ "$rc" -eq 0 ]
+	check "qe still holds its session (it closes it when told to, below)" kill -0 "$qe_pid"
+	check "rdmacm-mux is $v_new now" [ "$(version_of rdmacm-mux)" = "$v_new" ]
+	for i in 0 1; do
+		new[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
+		info "rdmacm-mux@rxe$i-1: MainPID ${old[i]} -> ${new[i]} ($(exe_of "${new[i]}"))"
+		check "rdmacm-mux@rxe$i-1 was restarted (a new MainPID) and runs the new binary" \
+			restarted_new "${old[i]}" "${new[i]}"
+		check "rdmacm-mux@rxe$i-1: the new daemon took its clients over" \
+			took_over rdmacm-mux@rxe$i-1.service "${new[i]}"
+	done
+	check "the unedited $CONF follows the example of $v_new" \
+		eval 'conf_is_example && grep -q "came with version $v_new" $CONF'
+	kill -USR1 "$qe_pid"
+	wait "$qe_pid"
+	rc=$?
+	check "qe's session closed through the new daemon with DREQ/DREP, its socket never closed (exit $rc)" \
+		eval '[ $rc -eq 0 ] && has /tmp/qe.out "connection 1 closed"'
+	indent </tmp/qe.out
+	wait "$qs1_pid"
+	rc=$?
+	check "qs1 served both connections across the upgrade (exit $rc)" \
+		eval '[ $rc -eq 0 ] && [ "$(grep -c "<- REQ " /tmp/qs1.out)" -eq 2 ]'
+	indent </tmp/qs1.out
+
+	echo "=== dpkg --purge"
+	dpkg --purge "${PKGS[@]}" >/tmp/dpkg.log 2>&1
+	rc=$?
+	indent </tmp/dpkg.log
+	check "dpkg --purge returned 0" [ "$rc" -eq 0 ]
+	check "no rdmacm-mux process is left" no_daemon_runs
+	check "no rdmacm-mux unit is active ($(active_units | tr '\n' ' '))" [ -z "$(active_units)" ]
+	check "the instances' sockets are gone" \
+		eval '[ ! -e /run/rdmacm-mux-rxe0-1 ] && [ ! -e /run/rdmacm-mux-rxe1-1.ctl ]'
+	check "the unedited $CONF went with the purge" [ ! -e $CONF ]
+	check "after the purge the root file system has the paths it had before the install" \
+		same_files /tmp/files-before
+
+	echo "=== an edited $CONF outlives a purge"
+	dpkg -i /opt/vmsd/debs/new/rdmacm-mux_*.deb >/tmp/dpkg.log 2>&1
+	check "dpkg -i rdmacm-mux returned 0" [ $? -eq 0 ]
+	echo 'RDMACM_MUX_DEVICE=rxe0' >>$CONF
+	dpkg --purge rdmacm-mux >/tmp/dpkg.log 2>&1
+	check "dpkg --purge rdmacm-mux returned 0" [ $? -eq 0 ]
+	check "$CONF is still there, edit included" grep -qx 'RDMACM_MUX_DEVICE=rxe0' $CONF
+	rm -f $CONF
+	check "... and it was the only thing left" same_files /tmp/files-before
+}
+
 setup
 case $MODE in
 main) main_mode ;;
 ibcm) ibcm_mode ;;
+pkg) pkg_mode ;;
 *) fail "unknown vmsd.mode '$MODE'" ;;
 esac
 DONE=1
