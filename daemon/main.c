@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cm-owners.h"
 #include "config.h"
 #include "control.h"
 #include "fd-store.h"
@@ -610,6 +611,62 @@ static void clamp_max_clients(Options *o)
 		o->max_clients_per_uid = o->max_clients;
 }
 
+/* ---- the CM class: who holds it ---- */
+
+/*
+ * Exit 3: the kernel refused the CM class. Say who holds it and what to do,
+ * in one line. ib_cm tries a device only when the device appears or ib_cm
+ * loads, so it cannot be made to let go but by unloading it.
+ */
+static void log_cm_owned(const char *dev, int port)
+{
+	g_autoptr(CmOwners) owners = NULL;
+	CmOwner owner = CM_OWNER_UNKNOWN;
+
+	if (cm_owners_scan(sysfs_root(), NULL, 0, &owners) == 0)
+		owner = cm_owners_get(owners, dev, (uint32_t)port);
+	if (owner == CM_OWNER_IB_CM)
+		log_error("the CM class is already owned on %s port %d by ib_cm, which took %s "
+			  "because it was loaded before rdmacm-mux started: start rdmacm-mux "
+			  "before ib_cm loads (enable its unit and reboot), or unload ib_cm and "
+			  "its users, start rdmacm-mux, then load them again; see README 'Host "
+			  "preparation'", dev, port, dev);
+	else if (owners)
+		log_error("the CM class is already owned on %s port %d, not by ib_cm: another "
+			  "rdmacm-mux or umad program holds it; stop that one first", dev, port);
+	else
+		log_error("the CM class is already owned on %s port %d, by ib_cm or another "
+			  "rdmacm-mux: see README 'Host preparation'", dev, port);
+}
+
+/*
+ * At start: who holds the CM class where, and that the daemon's port takes
+ * its whole device from the host's CM (ib_cm adds a device whole or not at
+ * all). Only words: the relay works the same without them.
+ */
+static void log_cm_owners(const char *dev, int port)
+{
+	g_autoptr(CmOwners) owners = NULL;
+	g_autofree char *summary = NULL;
+	unsigned ports;
+	int r;
+
+	r = cm_owners_scan(sysfs_root(), dev, (uint32_t)port, &owners);
+	if (r < 0) {
+		log_warning("cannot tell from sysfs who holds the CM class on the other ports: %s",
+			    strerror(-r));
+		return;
+	}
+	summary = cm_owners_summary(owners);
+	log_info("CM class owners: %s", summary);
+	ports = cm_owners_device_ports(owners, dev);
+	if (ports > 1)
+		log_notice("%s has %u ports: holding port %d keeps the host's ib_cm off all of "
+			   "them (it takes a device whole or not at all), so the host cannot use "
+			   "rdma_cm, IPoIB or storage over RDMA on any port of %s",
+			   dev, ports, port, dev);
+}
+
 static int run(Daemon *d)
 {
 	UmadPort *port = NULL;
@@ -619,12 +676,15 @@ static int run(Daemon *d)
 	int r;
 
 	r = umad_port_open(d->opt.device, d->opt.port, &port);
-	if (r == -EBUSY)
+	if (r == -EBUSY) {
+		log_cm_owned(d->opt.device, d->opt.port);
 		return EXIT_CM_OWNED;
+	}
 	if (r == -ENODEV || r == -ENOENT)
 		return EXIT_NO_DEVICE;
 	if (r < 0)
 		return EXIT_FAILURE;
+	log_cm_owners(d->opt.device, d->opt.port);
 
 	cfg.max_clients = (uint32_t)d->opt.max_clients;
 	cfg.max_clients_per_uid = (uint32_t)d->opt.max_clients_per_uid;
