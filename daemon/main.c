@@ -73,6 +73,7 @@ typedef struct Options {
 	int handshake_timeout_ms;
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
+	int wait_for_device_s;
 	gboolean require_port_gid;
 	gboolean no_fd_store;
 	gboolean trace;
@@ -180,6 +181,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Time a session is kept after DREQ/DREP/REJ (ms, default 150000)", "MS" },
 		{ "sidr-timeout", 0, 0, G_OPTION_ARG_INT, &o->sidr_timeout_ms,
 		  "Lifetime of a SIDR query (ms, default 60000)", "MS" },
+		{ "wait-for-device", 0, 0, G_OPTION_ARG_INT, &o->wait_for_device_s,
+		  "When DEV port PORT does not exist yet, wait this long for it (s, default 0: "
+		  "exit 4 at once)", "SECONDS" },
 		{ "require-port-gid", 0, 0, G_OPTION_ARG_NONE, &o->require_port_gid,
 		  "Refuse REG of a GID the port does not have", NULL },
 		{ "no-fd-store", 0, 0, G_OPTION_ARG_NONE, &o->no_fd_store,
@@ -259,6 +263,7 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
+		{ "--wait-for-device", o->wait_for_device_s, 0, 3600 },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
 		if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
@@ -611,6 +616,72 @@ static void clamp_max_clients(Options *o)
 		o->max_clients_per_uid = o->max_clients;
 }
 
+/* ---- the port ---- */
+
+/* Does @dev port @port exist, with its umad device if ib_umad is loaded?
+ * (ib_umad adds a device just after the device shows in sysfs.) */
+static bool port_present(const char *dev, int port)
+{
+	const char *root = sysfs_root();
+	g_autofree char *port_dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d", root, dev,
+						    port);
+	g_autofree char *mad_dir = g_strdup_printf("%s/class/infiniband_mad", root);
+	g_autofree char *abi = g_strdup_printf("%s/abi_version", mad_dir);
+	g_autoptr(GDir) dir = NULL;
+	const char *e;
+
+	if (!g_file_test(port_dir, G_FILE_TEST_IS_DIR))
+		return false;
+	/* Without ib_umad there is nothing more to wait for: the open says
+	 * what is missing. */
+	if (!g_file_test(abi, G_FILE_TEST_EXISTS))
+		return true;
+	dir = g_dir_open(mad_dir, 0, NULL);
+	while (dir && (e = g_dir_read_name(dir))) {
+		g_autofree char *ibdev_path = g_strdup_printf("%s/%s/ibdev", mad_dir, e);
+		g_autofree char *port_path = g_strdup_printf("%s/%s/port", mad_dir, e);
+		g_autofree char *ibdev = NULL, *num = NULL;
+
+		if (g_file_get_contents(ibdev_path, &ibdev, NULL, NULL) &&
+		    g_file_get_contents(port_path, &num, NULL, NULL) &&
+		    strcmp(g_strchomp(ibdev), dev) == 0 && atoi(num) == port)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * --wait-for-device: at boot the units start before the drivers have
+ * made every device (a PCI function's RDMA driver, a VF, an rxe link), and
+ * before rdma-core loads ib_cm, which waits for the daemon to be ready.
+ * Waiting here keeps that order; failing at once would let ib_cm take the
+ * device while the unit waits for its restart. Return: false when SIGTERM
+ * or SIGINT came meanwhile.
+ */
+static bool wait_for_port(const Options *o)
+{
+	uint64_t end = now_usec() + (uint64_t)o->wait_for_device_s * 1000000u;
+	struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
+	sigset_t stop;
+
+	if (o->wait_for_device_s == 0 || port_present(o->device, o->port))
+		return true;
+	log_info("waiting up to %d s for %s port %d to appear", o->wait_for_device_s, o->device,
+		 o->port);
+	(void)sd_notifyf(0, "STATUS=waiting for %s port %d", o->device, o->port);
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	while (now_usec() < end && !port_present(o->device, o->port)) {
+		/* The signals are blocked: this is the sleep, and SIGTERM ends it. */
+		if (sigtimedwait(&stop, NULL, &tick) > 0) {
+			log_info("stopped while waiting for %s port %d", o->device, o->port);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* ---- the CM class: who holds it ---- */
 
 /*
@@ -675,6 +746,8 @@ static int run(Daemon *d)
 	uint64_t now;
 	int r;
 
+	if (!wait_for_port(&d->opt))
+		return EXIT_SUCCESS;
 	r = umad_port_open(d->opt.device, d->opt.port, &port);
 	if (r == -EBUSY) {
 		log_cm_owned(d->opt.device, d->opt.port);

@@ -5,9 +5,12 @@
  * kernel (its per-port counters, /sys/module/ib_cm; tests/vm checks the
  * real thing): who holds the CM class where, in the start log and in
  * "rdmacm-muxctl status"; the exit-3 message naming the holder and the
- * remedy.
+ * remedy; and --wait-for-device, which keeps a unit that starts before its
+ * device from failing (and so from letting ib_cm take the device).
  */
+#include <errno.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -214,11 +217,63 @@ static void test_exit_3_names_the_owner(Fixture *f, gconstpointer data)
 	daemon_free(first);
 }
 
+/*
+ * --wait-for-device: simB's sysfs entries are away (the device is not
+ * there yet) when the daemon starts; it waits, and serves once they are
+ * back. Without the option it exits 4 at once; with it and no device ever,
+ * it exits 4 when the time is up.
+ */
+static void test_wait_for_device(Fixture *f, gconstpointer data)
+{
+	g_autofree char *dev = g_build_filename(f->sys, "class", "infiniband", "simB", NULL);
+	g_autofree char *away = g_strdup_printf("%s.away", dev);
+	g_autofree char *out = NULL;
+	Daemon *d, *quick, *never;
+	gint64 t0;
+	(void)data;
+
+	g_assert_cmpint(g_rename(dev, away), ==, 0);
+	quick = daemon_launch(f->fabric, "simB", NULL);
+	g_assert_cmpint(daemon_wait_exit(quick, 10000), ==, 4);
+
+	d = daemon_launch(f->fabric, "simB", (const char *const[]){ "--wait-for-device", "20", NULL });
+	g_assert_false(daemon_wait_serving(d, 700));
+	g_assert_cmpint(d->pid, !=, 0);
+	out = daemon_output(d);
+	g_assert_nonnull(strstr(out, "waiting up to 20 s for simB port 1 to appear"));
+	g_assert_cmpint(g_rename(away, dev), ==, 0);
+	g_assert_true(daemon_wait_serving(d, 5000));
+	g_assert_cmpint(daemon_stop(d), ==, 0);
+
+	t0 = g_get_monotonic_time();
+	never = daemon_launch(f->fabric, "simZ", (const char *const[]){ "--wait-for-device", "1", NULL });
+	g_assert_cmpint(daemon_wait_exit(never, 10000), ==, 4);
+	g_assert_cmpint(g_get_monotonic_time() - t0, >=, 1000000);
+	daemon_free(never);
+	daemon_free(d);
+	daemon_free(quick);
+}
+
+/* SIGTERM while waiting ends the wait: exit 0, as any stop. */
+static void test_stop_while_waiting(Fixture *f, gconstpointer data)
+{
+	Daemon *d;
+	(void)data;
+
+	d = daemon_launch(f->fabric, "simZ", (const char *const[]){ "--wait-for-device", "60", NULL });
+	g_assert_false(daemon_wait_serving(d, 300));
+	g_assert_cmpint(d->pid, !=, 0);
+	g_assert_cmpint(daemon_stop(d), ==, 0);
+	daemon_free(d);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	harness_add_test("/host-cm/owners-in-status", NULL, test_owners_in_status);
 	harness_add_test("/host-cm/ib-cm-left-device-alone", NULL, test_ib_cm_left_device_alone);
 	harness_add_test("/host-cm/exit-3-names-the-owner", NULL, test_exit_3_names_the_owner);
+	harness_add_test("/host-cm/wait-for-device", NULL, test_wait_for_device);
+	harness_add_test("/host-cm/stop-while-waiting", NULL, test_stop_while_waiting);
 	return g_test_run();
 }
