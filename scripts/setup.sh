@@ -12,8 +12,9 @@ packages=(
 	libibumad-dev libglib2.0-dev libsystemd-dev
 	# fuzzers and sanitizers (libFuzzer and the ASan/UBSan runtimes)
 	libclang-rt-14-dev
-	# tests: socket activation, unit linting, leak checks
-	systemd valgrind
+	# tests: socket activation, unit linting (rdma-core: its units, to check
+	# that ours order before its module loading without a cycle), leak checks
+	systemd rdma-core valgrind
 	# tests: JSON of the control socket (test-only), --trace-pcap decoding
 	libjson-glib-dev tshark
 	# man pages (man/*.scd)

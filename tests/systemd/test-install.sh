@@ -4,11 +4,11 @@
 # "meson install --destdir" of the build into a temp dir (nothing is
 # written outside it but meson's install log in the build dir), then checks
 # that every installed piece is there: the daemon, the library and its
-# headers, the .pc, the units, the modprobe.d file, the man pages (when
-# this build makes them) and the example config. Then builds a small
-# program against the installed .pc (PKG_CONFIG_SYSROOT_DIR) and runs it
-# with the installed library, and checks the installed units name the
-# installed daemon.
+# headers, the .pc, the units, the modprobe.d and modules-load.d files, the
+# man pages (when this build makes them) and the example config. Then
+# builds a small program against the installed .pc (PKG_CONFIG_SYSROOT_DIR)
+# and runs it with the installed library, and checks the installed units
+# name the installed daemon.
 #
 # Environment (set by meson): MESON BUILD_ROOT CC_CMD SANITIZE PROBE_SRC
 # MAN_PAGES (the pages this build makes, e.g. "rdmacm-mux.8 ...", or empty).
@@ -68,6 +68,8 @@ done
 where 'modprobe\.d/rdmacm-mux\.conf' "the modprobe.d file"
 grep -qx 'install ib_cm /bin/false' "$dest$hit" ||
 	fail "the modprobe.d file does not keep ib_cm away"
+where 'modules-load\.d/rdmacm-mux\.conf' "the modules-load.d file"
+grep -qx 'ib_umad' "$dest$hit" || fail "the modules-load.d file does not load ib_umad"
 where 'examples/rdmacm-mux\.conf' "the example config"
 for page in $MAN_PAGES; do
 	where "man[0-9]/${page//./\\.}" "man page $page"
