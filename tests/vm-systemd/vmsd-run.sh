@@ -8,12 +8,13 @@
 # runs guest/vmsd-check.sh from a test unit. The verdict is the
 # VMTEST-RESULT line on the serial console. See README.md.
 #
-# --mode main: the shipped units on rxe0/rxe1 with the modprobe.d file in
-#              place (start, READY=1, relay, journal, sandbox, stop, socket
-#              activation, ib_cm kept away).
-# --mode ibcm: the same install with the modprobe.d file masked
-#              (/etc/modprobe.d/rdmacm-mux.conf -> /dev/null): ib_cm wins
-#              the CM class, the daemon exits 3, systemd must not spin.
+# --mode main: the shipped units on rxe0/rxe1 in the exclusive mode, the
+#              example modprobe.d file copied to /etc/modprobe.d (start,
+#              READY=1, relay, journal, sandbox, stop, socket activation,
+#              ib_cm kept away).
+# --mode ibcm: the install as it is (the host keeps ib_cm), with the rxe
+#              devices made after the boot: ib_cm takes them, the daemon
+#              exits 3, systemd must not spin.
 #
 # Cache (outside the tree): the kernel in tests/vm's cache dir
 # (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
@@ -211,10 +212,12 @@ for u in getty-static.service getty@tty1.service serial-getty@ttyS0.service \
 done
 echo 5eb1c0de5eb1c0de5eb1c0de5eb1c0de >"$ov/etc/machine-id"
 echo vmsd >"$ov/etc/hostname"
-# --mode ibcm: the host preparation undone the way the file itself says.
-if [[ $mode == ibcm ]]; then
+# --mode main: the exclusive mode, as its example file says to set it up.
+if [[ $mode == main ]]; then
+	ban=$(find "$ov" -path '*/examples/modprobe.d/rdmacm-mux-exclusive.conf' | head -n 1)
+	[[ -n $ban ]] || die "meson install put no examples/modprobe.d/rdmacm-mux-exclusive.conf"
 	mkdir -p "$ov/etc/modprobe.d"
-	ln -s /dev/null "$ov/etc/modprobe.d/rdmacm-mux.conf"
+	cp "$ban" "$ov/etc/modprobe.d/"
 fi
 vm_cpio "$ov" "$work/overlay.cpio.gz"
 cat "$base_cpio" "$work/overlay.cpio.gz" >"$work/initrd"
