@@ -21,8 +21,10 @@ packages=(
 	scdoc
 	# benchmark plot (bench/, --plot)
 	gnuplot-nox
-	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools
-	qemu-system-x86 busybox-static cpio kmod iproute2
+	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools;
+	# rping (rdmacm-utils) and libibverbs' rxe provider (ibverbs-providers)
+	# are the host's own rdma_cm application next to the daemon
+	qemu-system-x86 busybox-static cpio kmod iproute2 rdmacm-utils ibverbs-providers
 	# the bookworm rootfs of the real QEMU pvrdma test (tests/qemu) and of the
 	# systemd VM test (tests/vm-systemd), and the kernel's xz payload
 	mmdebstrap xz-utils
