@@ -155,6 +155,37 @@ static void test_owners_in_status(Fixture *f, gconstpointer data)
 	daemon_free(d);
 }
 
+/*
+ * A device with two ports (a second port directory in sysfs; the fabric
+ * serves port 1 alone): the start log and status say that the daemon keeps
+ * ib_cm off the whole device.
+ */
+static void test_whole_device(Fixture *f, gconstpointer data)
+{
+	Daemon *d;
+	g_autoptr(JsonNode) st = NULL;
+	g_autofree char *log = NULL, *text = NULL;
+	JsonObject *owners;
+	(void)data;
+
+	sys_mkdir(f, "class/infiniband/simA/ports/2");
+	d = daemon_start(f->fabric, "simA", NULL);
+	log = daemon_output(d);
+	g_assert_nonnull(strstr(log, "simA has 2 ports: holding port 1 keeps the host's ib_cm "
+				     "off all of them"));
+	fake_ib_cm(f, "simB");
+	st = status_json(d);
+	owners = json_object_get_object_member(json_node_get_object(st), "cm_owners");
+	g_assert_cmpint(json_object_get_int_member(owners, "device_ports"), ==, 2);
+	g_assert_cmpstr(owner_of(st, "simA"), ==, "daemon");
+	text = status_text(d);
+	g_assert_nonnull(strstr(text, "whole device:   simA has 2 ports; ib_cm takes a device "
+				      "whole or not at all"));
+	g_assert_true(g_regex_match_simple("\n  simA port 2 +not ib_cm \\(it left the device "
+					   "alone\\)\n", text, 0, 0));
+	daemon_free(d);
+}
+
 /* ib_cm loaded, and simB not among its devices: something else holds a
  * port of simB (here a second daemon), and status says "not ib_cm". */
 static void test_ib_cm_left_device_alone(Fixture *f, gconstpointer data)
@@ -271,6 +302,7 @@ int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	harness_add_test("/host-cm/owners-in-status", NULL, test_owners_in_status);
+	harness_add_test("/host-cm/whole-device", NULL, test_whole_device);
 	harness_add_test("/host-cm/ib-cm-left-device-alone", NULL, test_ib_cm_left_device_alone);
 	harness_add_test("/host-cm/exit-3-names-the-owner", NULL, test_exit_3_names_the_owner);
 	harness_add_test("/host-cm/wait-for-device", NULL, test_wait_for_device);
