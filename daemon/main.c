@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmacm-mux: main. Owns the command line, which sockets to serve (those
- * systemd passed, else our own: the listener unit does the work), the fd
- * budget, signals, systemd notification, and the one sd-event loop that
- * drives everything else.
+ * rdmacm-mux: main. Owns the command line, the wait for a port that is not
+ * there yet, what the start and exit 3 say about who holds the CM class
+ * (cm-owners does the reading), which sockets to serve (those systemd
+ * passed, else our own: the listener unit does the work), the fd budget,
+ * signals, systemd notification, and the one sd-event loop that drives
+ * everything else.
  *
  * Exit status: 0 after a clean shutdown; 1 for a failure at start or at run
  * time; 2 for a bad command line; 3 when the CM class is already owned on
@@ -655,17 +657,17 @@ static bool port_present(const char *dev, int port)
  * made every device (a PCI function's RDMA driver, a VF, an rxe link), and
  * before rdma-core loads ib_cm, which waits for the daemon to be ready.
  * Waiting here keeps that order; failing at once would let ib_cm take the
- * device while the unit waits for its restart. Return: false when SIGTERM
- * or SIGINT came meanwhile.
+ * device while the unit waits for its restart. Return: 0 (the port is
+ * there, or the time is up), or -EINTR when SIGTERM or SIGINT came.
  */
-static bool wait_for_port(const Options *o)
+static int wait_for_port(const Options *o)
 {
 	uint64_t end = now_usec() + (uint64_t)o->wait_for_device_s * 1000000u;
 	struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
 	sigset_t stop;
 
 	if (o->wait_for_device_s == 0 || port_present(o->device, o->port))
-		return true;
+		return 0;
 	log_info("waiting up to %d s for %s port %d to appear", o->wait_for_device_s, o->device,
 		 o->port);
 	(void)sd_notifyf(0, "STATUS=waiting for %s port %d", o->device, o->port);
@@ -676,10 +678,10 @@ static bool wait_for_port(const Options *o)
 		/* The signals are blocked: this is the sleep, and SIGTERM ends it. */
 		if (sigtimedwait(&stop, NULL, &tick) > 0) {
 			log_info("stopped while waiting for %s port %d", o->device, o->port);
-			return false;
+			return -EINTR;
 		}
 	}
-	return true;
+	return 0;
 }
 
 /* ---- the CM class: who holds it ---- */
@@ -746,7 +748,7 @@ static int run(Daemon *d)
 	uint64_t now;
 	int r;
 
-	if (!wait_for_port(&d->opt))
+	if (wait_for_port(&d->opt) < 0)
 		return EXIT_SUCCESS;
 	r = umad_port_open(d->opt.device, d->opt.port, &port);
 	if (r == -EBUSY) {
