@@ -421,6 +421,12 @@ boot_order_mode() {
 	check "rdma-load-modules@rdma.service loaded rdma_ucm (Result=$(prop rdma-load-modules@rdma.service Result))" \
 		eval '[ "$(prop rdma-load-modules@rdma.service Result)" = success ] && module_loaded rdma_ucm'
 	check "ib_cm is loaded (/sys/module/ib_cm)" [ -d /sys/module/ib_cm ]
+	# The daemon reads that in its sandbox (ProtectKernelModules=,
+	# ProtectKernelTunables=): it must see the same.
+	check "the daemon's mount namespace shows /sys/module/ib_cm too" \
+		nsenter -t "$(prop $INST MainPID)" -m test -d /sys/module/ib_cm
+	check "status --json says ib_cm is loaded" \
+		eval 'rdmacm-muxctl --socket /run/rdmacm-mux-rxe0-1 status --json | grep -q "\"ib_cm_loaded\":true"'
 	journalctl -b -o short-monotonic --no-pager -u $INST -u vmsd-links.service \
 		-u rdma-load-modules@rdma.service | grep -vE 'Got notification|Child|Received' | indent
 
