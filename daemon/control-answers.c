@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Owns the control socket's snapshot answers: status, clients, sessions
- * and counters, in text and JSON. Client-controlled strings that we echo
+ * Owns the control socket's snapshot answers: status (with who holds the
+ * CM class on every RDMA port), clients, sessions and counters, in text
+ * and JSON. Client-controlled strings that we echo
  * (a client's comm) are escaped in JSON and sanitized in text.
  */
 #include "control-answers.h"
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm-owners.h"
 #include "config.h"
 #include "json-writer.h"
 #include "util.h"
@@ -60,6 +62,59 @@ static const char *caps_text(uint64_t caps, char *buf, size_t len)
 }
 
 /* ---- status ---- */
+
+/*
+ * Who holds the CM class on every RDMA port, read from sysfs at each
+ * status (cm-owners.h): the daemon's port, ib_cm's, and the rest. "cm_owners"
+ * in JSON; in text, a line per port after the totals.
+ */
+static void status_cm_owners(const UmadPort *port, GString *out, JsonWriter *j)
+{
+	g_autoptr(CmOwners) owners = NULL;
+	int r = cm_owners_scan(sysfs_root(), port->dev, (uint32_t)port->port, &owners);
+	unsigned device_ports = owners ? cm_owners_device_ports(owners, port->dev) : 0;
+
+	if (j) {
+		json_begin_object(j, "cm_owners");
+		if (r < 0) {
+			json_string(j, "error", strerror(-r));
+			json_end_object(j);
+			return;
+		}
+		json_bool(j, "ib_cm_loaded", owners->ib_cm_loaded);
+		json_u64(j, "device_ports", device_ports);
+		json_begin_array(j, "ports");
+		for (guint i = 0; i < owners->ports->len; i++) {
+			const CmPortOwner *p = &g_array_index(owners->ports, CmPortOwner, i);
+
+			json_begin_object(j, NULL);
+			json_string(j, "device", p->dev);
+			json_u64(j, "port", p->port);
+			json_string(j, "owner", cm_owner_name(p->owner));
+			json_end_object(j);
+		}
+		json_end_array(j);
+		json_end_object(j);
+		return;
+	}
+	if (r < 0) {
+		g_string_append_printf(out, "CM class owners: cannot read sysfs (%s)\n", strerror(-r));
+		return;
+	}
+	if (device_ports > 1)
+		g_string_append_printf(out,
+				       "whole device:   %s has %u ports; ib_cm takes a device whole "
+				       "or not at all, so the host's CM has none of them\n",
+				       port->dev, device_ports);
+	g_string_append_printf(out, "CM class owners (ib_cm %s):\n",
+			       owners->ib_cm_loaded ? "is loaded" : "is not loaded");
+	for (guint i = 0; i < owners->ports->len; i++) {
+		const CmPortOwner *p = &g_array_index(owners->ports, CmPortOwner, i);
+		g_autofree char *name = g_strdup_printf("%s port %u", p->dev, p->port);
+
+		g_string_append_printf(out, "  %-20s %s\n", name, cm_owner_text(p->owner));
+	}
+}
 
 void control_answer_status(Relay *relay, const ControlConfig *cfg, const ControlStats *stats,
 			   GString *out, bool json)
@@ -111,6 +166,7 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, const Control
 		json_u64(&j, "trace_readers_shed", stats->trace_readers_shed);
 		json_u64(&j, "closed_for_sending", stats->closed_for_sending);
 		json_end_object(&j);
+		status_cm_owners(port, out, &j);
 		json_end_object(&j);
 		g_string_append_c(out, '\n');
 		return;
@@ -142,6 +198,7 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, const Control
 			       rx, refused, dropped, stats->trace_readers, cfg->max_trace_readers,
 			       stats->trace_readers_refused, stats->trace_readers_shed,
 			       stats->closed_for_sending);
+	status_cm_owners(port, out, NULL);
 }
 
 /* ---- clients ---- */

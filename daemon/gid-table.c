@@ -132,12 +132,10 @@ int gid_table_reload(GidTable *t)
 
 int gid_table_open(const char *dev, int port, GidTable **ret)
 {
-	const char *root = getenv("SYSFS_PATH");
 	g_autoptr(GidTable) t = g_new0(GidTable, 1);
 	int r;
 
-	t->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d",
-				 root && *root ? root : "/sys", dev, port);
+	t->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d", sysfs_root(), dev, port);
 	t->gids_dir = g_strdup_printf("%s/gids", t->dir);
 	r = gid_table_reload(t);
 	if (r < 0)

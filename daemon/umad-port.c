@@ -92,12 +92,8 @@ int umad_port_open(const char *dev, int port, UmadPort **ret)
 		 * kernel's reason, and EINVAL means "method already in use". */
 		int e = errno;
 		p->agent_id = -1;
-		if (e == EINVAL) {
-			log_error("the CM class is already owned on %s port %d: unload "
-				  "ib_cm (and rdma_cm, rdma_ucm, ib_ipoib) or keep it from "
-				  "loading, see README 'Host preparation'", dev, port);
+		if (e == EINVAL)
 			return -EBUSY;
-		}
 		log_error("cannot register the CM agent on %s port %d: %s", dev, port,
 			  strerror(e ? e : EPERM));
 		return -(e ? e : EPERM);

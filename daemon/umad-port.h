@@ -41,10 +41,12 @@ typedef struct UmadPort {
  * umad_port_open() - open @dev/@port and register as its CM agent.
  *
  * Logs the reason on failure, with what the operator can do about it,
- * because only this function knows which step failed.
+ * because only this function knows which step failed; all but -EBUSY,
+ * whose message depends on who holds the class (the caller finds out).
  *
- * Return: 0; -EBUSY when the CM class is already owned (ib_cm); -ENODEV
- * when the device or port does not exist; another negative errno.
+ * Return: 0; -EBUSY when the CM class is already owned (ib_cm, another
+ * agent); -ENODEV when the device or port does not exist; another
+ * negative errno.
  */
 int umad_port_open(const char *dev, int port, UmadPort **ret);
 void umad_port_close(UmadPort *p);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns the small shared helpers declared in util.h: GID text and time. */
+/* Owns the small shared helpers declared in util.h: GID text, the sysfs
+ * root and time. */
 #include "util.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 const char *gid_to_string(const uint8_t gid[GID_LEN], char buf[GID_STR_LEN])
@@ -33,6 +35,13 @@ guint gid_hash(gconstpointer gid)
 gboolean gid_hash_equal(gconstpointer a, gconstpointer b)
 {
 	return memcmp(a, b, GID_LEN) == 0;
+}
+
+const char *sysfs_root(void)
+{
+	const char *root = getenv("SYSFS_PATH");
+
+	return root && *root ? root : "/sys";
 }
 
 uint64_t now_usec(void)

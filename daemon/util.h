@@ -85,6 +85,10 @@ const char *gid_to_string(const uint8_t gid[GID_LEN], char buf[GID_STR_LEN]);
  */
 int gid_from_string(const char *s, uint8_t gid[GID_LEN]);
 
+/* The sysfs root: $SYSFS_PATH (tests, the simulated fabric), else /sys.
+ * libibumad reads the same variable. */
+const char *sysfs_root(void);
+
 /* Monotonic clock in microseconds. */
 uint64_t now_usec(void);
 

@@ -12,8 +12,9 @@ packages=(
 	libibumad-dev libglib2.0-dev libsystemd-dev
 	# fuzzers and sanitizers (libFuzzer and the ASan/UBSan runtimes)
 	libclang-rt-14-dev
-	# tests: socket activation, unit linting, leak checks
-	systemd valgrind
+	# tests: socket activation, unit linting (rdma-core: its units, to check
+	# that ours order before its module loading without a cycle), leak checks
+	systemd rdma-core valgrind
 	# tests: JSON of the control socket (test-only), --trace-pcap decoding
 	libjson-glib-dev tshark
 	# tests: `promtool check metrics` on rdmacm-muxctl metrics' page. Debian
@@ -24,8 +25,10 @@ packages=(
 	scdoc
 	# benchmark plot (bench/, --plot)
 	gnuplot-nox
-	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools
-	qemu-system-x86 busybox-static cpio kmod iproute2
+	# real-kernel VM tests (tests/vm): qemu under TCG and the guest tools;
+	# rping (rdmacm-utils) and libibverbs' rxe provider (ibverbs-providers)
+	# are the host's own rdma_cm application next to the daemon
+	qemu-system-x86 busybox-static cpio kmod iproute2 rdmacm-utils ibverbs-providers
 	# the bookworm rootfs of the real QEMU pvrdma test (tests/qemu) and of the
 	# systemd VM test (tests/vm-systemd), and the kernel's xz payload
 	mmdebstrap xz-utils

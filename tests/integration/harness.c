@@ -108,7 +108,9 @@ bool harness_socket_serves(const char *path)
 	return ok;
 }
 
-static void daemon_spawn(Daemon *d)
+/* Start @d; unless @wait is false, wait until it serves (or is ready, under
+ * a supervisor). */
+static void daemon_spawn(Daemon *d, bool wait)
 {
 	g_autoptr(GError) err = NULL;
 	g_autofree char *fabric = g_build_filename(d->fabric->dir, "fabric", NULL);
@@ -181,24 +183,39 @@ static void daemon_spawn(Daemon *d)
 		g_error("cannot start rdmacm-mux: %s", err->message);
 	}
 	close(fd);
+	if (!wait)
+		return;
 
 	/* Under a wrapper start-up is many times slower. */
-	for (int i = 0; i < (wrapper && *wrapper ? 6000 : 500); i++) {
+	if (!daemon_wait_serving(d, wrapper && *wrapper ? 60000 : 5000)) {
+		g_autofree char *out = daemon_output(d);
+
+		if (!d->pid)
+			g_error("rdmacm-mux exited at start:\n%s", out);
+		g_error("rdmacm-mux did not start serving %s:\n%s", d->socket, out);
+	}
+}
+
+bool daemon_wait_serving(Daemon *d, int timeout_ms)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+
+	while (g_get_monotonic_time() < end) {
 		int status;
 
 		if (harness_socket_serves(d->socket))
-			return;
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			g_autofree char *out = daemon_output(d);
-			g_error("rdmacm-mux exited at start (status %d):\n%s", status, out);
+			return true;
+		if (d->pid && waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return false;
 		}
 		g_usleep(10000);
 	}
-	g_error("rdmacm-mux did not start serving %s", d->socket);
+	return false;
 }
 
 static Daemon *daemon_start_under(Supervisor *sup, Fabric *f, const char *ca,
-				  const char *const *extra)
+				  const char *const *extra, bool wait)
 {
 	Daemon *d = g_new0(Daemon, 1);
 	g_autoptr(GPtrArray) argv = g_ptr_array_new();
@@ -218,19 +235,24 @@ static Daemon *daemon_start_under(Supervisor *sup, Fabric *f, const char *ca,
 		g_ptr_array_add(argv, g_strdup(extra[i]));
 	g_ptr_array_add(argv, NULL);
 	d->argv = (char **)g_ptr_array_free(g_steal_pointer(&argv), FALSE);
-	daemon_spawn(d);
+	daemon_spawn(d, wait);
 	return d;
 }
 
 Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra)
 {
-	return daemon_start_under(NULL, f, ca, extra);
+	return daemon_start_under(NULL, f, ca, extra, true);
+}
+
+Daemon *daemon_launch(Fabric *f, const char *ca, const char *const *extra)
+{
+	return daemon_start_under(NULL, f, ca, extra, false);
 }
 
 Daemon *daemon_start_supervised(Supervisor *s, Fabric *f, const char *ca,
 				const char *const *extra)
 {
-	return daemon_start_under(s, f, ca, extra);
+	return daemon_start_under(s, f, ca, extra, true);
 }
 
 /* The exit status (or 128 + signal), or -ETIMEDOUT. */
@@ -281,7 +303,7 @@ void daemon_kill(Daemon *d)
 void daemon_restart(Daemon *d)
 {
 	g_assert_cmpint(d->pid, ==, 0);
-	daemon_spawn(d);
+	daemon_spawn(d, true);
 }
 
 unsigned daemon_open_fds(const Daemon *d)

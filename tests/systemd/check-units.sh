@@ -12,6 +12,13 @@
 #   check-units.sh security SBINDIR DAEMON THRESHOLD UNIT...
 #       "systemd-analyze security --offline=true --threshold=THRESHOLD" on
 #       each service and one template instance; prints the exposure.
+#   check-units.sh boot-order SBINDIR DAEMON - UNIT...
+#       our services, an instance of the template, and rdma-core's module
+#       loading and rdma-hw.target in one boot transaction (a target that
+#       wants them all, checked by "systemd-analyze verify"): the units
+#       order themselves before rdma-core's module loading, and any ordering
+#       cycle that makes (systemd would break it by dropping a job at boot)
+#       fails. Exit 77 (skip) without rdma-core's units on this host.
 # THRESHOLD is on systemd-analyze's 0..100 scale: 29 means exposure <= 2.9.
 set -euo pipefail
 
@@ -88,8 +95,34 @@ security)
 		echo "ok: $level"
 	done
 	;;
+boot-order)
+	rdma_units=
+	for d in /lib/systemd/system /usr/lib/systemd/system; do
+		[[ -f $d/rdma-load-modules@.service ]] && rdma_units=$d
+	done
+	if [[ -z $rdma_units ]]; then
+		echo "SKIP: rdma-core's units are not installed (scripts/setup.sh installs rdma-core)"
+		exit 77
+	fi
+	want="rdma-hw.target sysinit.target sockets.target"
+	for m in rdma infiniband opa; do want="$want rdma-load-modules@$m.service"; done
+	for t in "${targets[@]}"; do
+		[[ $t == *.service && $(basename "$t") != *@.service ]] && want="$want $(basename "$t")"
+	done
+	printf '[Unit]\nDescription=a boot with rdmacm-mux and rdma-core\nWants=%s\n' "$want" \
+		>"$tmp/units/boot.target"
+	out=$(cd "$tmp" && SYSTEMD_UNIT_PATH=$tmp/units: systemd-analyze verify --man=no \
+		"$tmp/units/boot.target" 2>&1) || true
+	if grep -q 'ordering cycle' <<<"$out"; then
+		echo "not ok: an ordering cycle at boot, with rdma-core's units from $rdma_units:" >&2
+		grep -iE 'cycle|Found dependency|deleted' <<<"$out" >&2
+		fail=1
+	else
+		echo "ok: no ordering cycle with $want"
+	fi
+	;;
 *)
-	echo "usage: $0 verify|security ..." >&2
+	echo "usage: $0 verify|security|boot-order ..." >&2
 	exit 2
 	;;
 esac

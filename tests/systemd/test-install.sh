@@ -4,11 +4,11 @@
 # "meson install --destdir" of the build into a temp dir (nothing is
 # written outside it but meson's install log in the build dir), then checks
 # that every installed piece is there: the daemon, the library and its
-# headers, the .pc, the units, the modprobe.d file, the man pages (when
-# this build makes them) and the example config. Then builds a small
-# program against the installed .pc (PKG_CONFIG_SYSROOT_DIR) and runs it
-# with the installed library, and checks the installed units name the
-# installed daemon.
+# headers, the .pc, the units, the modules-load.d file, the man pages (when
+# this build makes them), the example config and the exclusive mode's
+# modprobe.d example. Then builds a small program against the installed .pc
+# (PKG_CONFIG_SYSROOT_DIR) and runs it with the installed library, and
+# checks the installed units name the installed daemon.
 #
 # Environment (set by meson): MESON BUILD_ROOT CC_CMD SANITIZE PROBE_SRC
 # MAN_PAGES (the pages this build makes, e.g. "rdmacm-mux.8 ...", or empty).
@@ -65,9 +65,16 @@ for u in rdmacm-mux.service rdmacm-mux@.service rdmacm-mux@.socket \
 	where "systemd/system/${u//./\\.}" "unit $u"
 	unitdir=$(dirname "$hit")
 done
-where 'modprobe\.d/rdmacm-mux\.conf' "the modprobe.d file"
+# The ib_cm ban is an example (the exclusive mode), never in effect as
+# installed: nothing goes into a modprobe.d directory kmod reads.
+where 'examples/modprobe\.d/rdmacm-mux-exclusive\.conf' "the exclusive mode's modprobe.d example"
 grep -qx 'install ib_cm /bin/false' "$dest$hit" ||
-	fail "the modprobe.d file does not keep ib_cm away"
+	fail "the exclusive mode's example does not keep ib_cm away"
+if grep -E '/lib/modprobe\.d/|/etc/modprobe\.d/' "$tmp/installed"; then
+	fail "the install puts a file where kmod reads it: the host would lose ib_cm"
+fi
+where 'modules-load\.d/rdmacm-mux\.conf' "the modules-load.d file"
+grep -qx 'ib_umad' "$dest$hit" || fail "the modules-load.d file does not load ib_umad"
 where 'examples/rdmacm-mux\.conf' "the example config"
 # node_exporter's example pair: documentation, never among the units, and
 # the service runs the installed rdmacm-muxctl.

@@ -269,7 +269,10 @@ def failures(tmp, fabric):
         check(rc == 3, f"second: exit status 3 when the CM class is owned (got {rc})")
         check(not any(m[2] == "READY=1" for m in notify.msgs), "second: no READY=1")
         log.seek(0)
-        check("already owned" in log.read(), "second: the log says the CM class is already owned")
+        text = log.read()
+        check("already owned" in text, "second: the log says the CM class is already owned")
+        check("not by ib_cm: another rdmacm-mux" in text,
+              "second: ... and that another rdmacm-mux, not ib_cm, holds it")
         notify.close()
         log.close()
     finally:

@@ -8,17 +8,24 @@
 # runs guest/vmsd-check.sh from a test unit. The verdict is the
 # VMTEST-RESULT line on the serial console. See README.md.
 #
-# --mode main: the shipped units on rxe0/rxe1 with the modprobe.d file in
-#              place (start, READY=1, relay, journal, sandbox, stop, socket
-#              activation, ib_cm kept away).
-# --mode ibcm: the same install with the modprobe.d file masked
-#              (/etc/modprobe.d/rdmacm-mux.conf -> /dev/null): ib_cm wins
-#              the CM class, the daemon exits 3, systemd must not spin.
-# --mode pkg:  no "meson install": the Debian packages (scripts/package.sh,
-#              built here from this tree) and a copy with a higher version
-#              go into the guest, which installs them with dpkg, runs the
-#              templated units, upgrades under an established session and
-#              purges (see guest/vmsd-check.sh, pkg_mode).
+# --mode main:       the shipped units on rxe0/rxe1 in the exclusive mode,
+#                    the example modprobe.d file copied to /etc/modprobe.d
+#                    (start, READY=1, relay, journal, sandbox, stop, socket
+#                    activation, ib_cm kept away).
+# --mode boot-order: the install as it is (the host keeps ib_cm), with
+#                    rdmacm-mux@rxe0-1.service enabled and rxe0..rxe2 made
+#                    early at boot by a test unit (vmsd-links.service),
+#                    booted --boots times (default 5): each time the daemon
+#                    must hold rxe0 before rdma-core loads ib_cm, which takes
+#                    rxe1 and rxe2. Odd boots make the devices at once, even
+#                    ones only when the daemon waits for rxe0. The last boot
+#                    also hot-plugs rxe3: ib_cm takes it, a daemon for it
+#                    exits 3, and systemd must not spin.
+# --mode pkg:        no "meson install": the Debian packages (scripts/package.sh,
+#                    built here from this tree) and a copy with a higher version
+#                    go into the guest, which installs them with dpkg, runs the
+#                    templated units, upgrades under an established session and
+#                    purges (see guest/vmsd-check.sh, pkg_mode).
 #
 # Cache (outside the tree): the kernel in tests/vm's cache dir
 # (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
@@ -45,23 +52,25 @@ GUEST_MODULES="crc32_generic rdma_rxe ib_umad ib_uverbs veth rdma_ucm ib_iser xp
 
 usage() {
 	cat <<EOF
-usage: $0 --build-dir DIR [--mode main|ibcm|pkg] [--timeout SECS] [--log-dir DIR] [-v]
+usage: $0 --build-dir DIR [--mode main|boot-order|pkg] [--boots N] [--timeout SECS] [--log-dir DIR] [-v]
   --build-dir DIR  a configured and built meson build dir (installed with
                    "meson install --destdir" into the guest; in mode pkg
                    only its test programs are used)
-  --mode MODE      main (default), ibcm or pkg, see the header of this script
-  --timeout SECS   host limit for the VM run (default 480)
+  --mode MODE      main (default), boot-order or pkg, see the header of this script
+  --boots N        boot-order: how many boots (default 5)
+  --timeout SECS   host limit for each boot (default 480)
   --log-dir DIR    serial logs (default DIR/tests/vm-systemd/logs)
   -v               show the serial console while it runs
 Cache: \${RDMACM_MUX_VM_CACHE:-\${XDG_CACHE_HOME:-\$HOME/.cache}/rdmacm-mux/vm}.
 EOF
 }
 
-build_dir='' mode=main host_timeout=480 log_dir='' verbose=0
+build_dir='' mode=main boots=5 host_timeout=480 log_dir='' verbose=0
 while (($#)); do
 	case $1 in
 	--build-dir) build_dir=${2:?}; shift 2 ;;
 	--mode) mode=${2:?}; shift 2 ;;
+	--boots) boots=${2:?}; shift 2 ;;
 	--timeout) host_timeout=${2:?}; shift 2 ;;
 	--log-dir) log_dir=${2:?}; shift 2 ;;
 	-v | --verbose) verbose=1; shift ;;
@@ -70,7 +79,9 @@ while (($#)); do
 	esac
 done
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
-[[ $mode == main || $mode == ibcm || $mode == pkg ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
+[[ $mode == main || $mode == boot-order || $mode == pkg ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
+[[ $boots =~ ^[1-9][0-9]*$ ]] || { echo "vmsd: bad --boots $boots" >&2; exit 2; }
+[[ $mode == boot-order ]] || boots=1
 build_dir=$(cd "$build_dir" && pwd)
 log_dir=${log_dir:-$build_dir/tests/vm-systemd/logs}
 cache=${RDMACM_MUX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmacm-mux/vm}
@@ -255,7 +266,10 @@ else
 	conf=$(sed -n 's/^EnvironmentFile=-\(.*rdmacm-mux\.conf\)$/\1/p' "$unit" | head -n 1)
 	[[ -n $conf ]] || die "no EnvironmentFile=-.../rdmacm-mux.conf in $unit"
 	mkdir -p "$ov/$(dirname "$conf")"
-	printf '%s\n' '# written by tests/vm-systemd' 'RDMACM_MUX_DEVICE=rxe0' >"$ov/$conf"
+	# boot-order: the plain unit is for the device hot-plugged at the end.
+	conf_dev=rxe0
+	[[ $mode == boot-order ]] && conf_dev=rxe3
+	printf '%s\n' '# written by tests/vm-systemd' "RDMACM_MUX_DEVICE=$conf_dev" >"$ov/$conf"
 fi
 
 # Test programs, not part of the package (libc and libibumad only; the host
@@ -280,41 +294,68 @@ for u in getty-static.service getty@tty1.service serial-getty@ttyS0.service \
 done
 echo 5eb1c0de5eb1c0de5eb1c0de5eb1c0de >"$ov/etc/machine-id"
 echo vmsd >"$ov/etc/hostname"
-# --mode ibcm: the host preparation undone the way the file itself says.
-if [[ $mode == ibcm ]]; then
+# --mode main: the exclusive mode, as its example file says to set it up.
+if [[ $mode == main ]]; then
+	ban=$(find "$ov" -path '*/examples/modprobe.d/rdmacm-mux-exclusive.conf' | head -n 1)
+	[[ -n $ban ]] || die "meson install put no examples/modprobe.d/rdmacm-mux-exclusive.conf"
 	mkdir -p "$ov/etc/modprobe.d"
-	ln -s /dev/null "$ov/etc/modprobe.d/rdmacm-mux.conf"
+	cp "$ban" "$ov/etc/modprobe.d/"
+fi
+# --mode boot-order: the daemon's unit enabled the way an admin does it,
+# and the test unit that makes the devices early at boot.
+if [[ $mode == boot-order ]]; then
+	systemctl --root="$ov" enable rdmacm-mux@rxe0-1.service >"$work/enable.log" 2>&1 ||
+		{ cat "$work/enable.log" >&2; die "systemctl --root enable rdmacm-mux@rxe0-1.service failed"; }
+	install -m 0755 "$here/guest/vmsd-links.sh" "$ov/opt/vmsd/links.sh"
+	cp "$here/guest/vmsd-links.service" "$sd/"
+	mkdir -p "$sd/sysinit.target.wants"
+	ln -s ../vmsd-links.service "$sd/sysinit.target.wants/vmsd-links.service"
 fi
 vm_cpio "$ov" "$work/overlay.cpio.gz"
 cat "$base_cpio" "$work/overlay.cpio.gz" >"$work/initrd"
 t_pack=$SECONDS
 
-# --- 5. Boot ---------------------------------------------------------------------
-log=$log_dir/vmsd-$mode.log
-say "booting $kver, mode $mode (serial log: $log)"
-qemu=(timeout --foreground -k 5 "$host_timeout"
-	qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2
-	-nographic -no-reboot -nodefaults -no-user-config -serial stdio
-	-kernel "$kernel_image" -initrd "$work/initrd"
-	-append "console=ttyS0 rdinit=/sbin/init panic=-1 loglevel=4 systemd.show_status=error vmsd.mode=$mode")
-t_boot=$SECONDS
-vm_boot "$log" "$verbose" "${qemu[@]}"
-t_end=$SECONDS
-
-# --- 6. Verdict: the guest's VMTEST-RESULT line (qemu's status is only a hint) ---
-clean=$(tr -d '\r' <"$log")
-((verbose)) || grep -E '^(PASS|FAIL|INFO|VMTEST-)' <<<"$clean" || true
-result=$(grep -o 'VMTEST-RESULT rc=[0-9]*' <<<"$clean" | tail -n 1 | cut -d= -f2 || true)
-say "timing: kernel $((t_kernel - t_start)) s, rootfs $((t_prep - t_kernel)) s, pack $((t_pack - t_prep)) s, boot+checks $((t_end - t_boot)) s, total $((t_end - t_start)) s"
-if [[ -z $result ]]; then
-	((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
-	if ((qrc == 124 || qrc == 137)); then
-		die "the guest did not finish within ${host_timeout}s (hang)"
+# --- 5. Boot, and 6. the verdict: the guest's VMTEST-RESULT line ---------------
+# (qemu's status is only a hint). boot-order boots the same image --boots
+# times, each boot from scratch; any failed boot fails the run.
+boot_once() {
+	local b=$1 log extra='' clean result t_boot links
+	log=$log_dir/vmsd-$mode.log
+	if [[ $mode == boot-order ]]; then
+		log=$log_dir/vmsd-$mode-$b.log
+		links=early
+		((b % 2)) || links=late
+		extra=" vmsd.boot=$b vmsd.boots=$boots vmsd.links=$links"
+		say "boot $b of $boots, devices made $links"
 	fi
-	die "the guest stopped without a verdict (panic or crash; qemu status $qrc)"
-fi
-if ((result != 0)); then
-	((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
-	die "mode $mode: $(grep -c '^FAIL' <<<"$clean" || true) check(s) failed (rc=$result)"
-fi
+	say "booting $kver, mode $mode (serial log: $log)"
+	qemu=(timeout --foreground -k 5 "$host_timeout"
+		qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2
+		-nographic -no-reboot -nodefaults -no-user-config -serial stdio
+		-kernel "$kernel_image" -initrd "$work/initrd"
+		-append "console=ttyS0 rdinit=/sbin/init panic=-1 loglevel=4 systemd.show_status=error vmsd.mode=$mode$extra")
+	t_boot=$SECONDS
+	vm_boot "$log" "$verbose" "${qemu[@]}"
+	clean=$(tr -d '\r' <"$log")
+	((verbose)) || grep -E '^(PASS|FAIL|INFO|VMTEST-)' <<<"$clean" || true
+	result=$(grep -o 'VMTEST-RESULT rc=[0-9]*' <<<"$clean" | tail -n 1 | cut -d= -f2 || true)
+	say "boot+checks $((SECONDS - t_boot)) s"
+	if [[ -z $result ]]; then
+		((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
+		if ((qrc == 124 || qrc == 137)); then
+			die "the guest did not finish within ${host_timeout}s (hang)"
+		fi
+		die "the guest stopped without a verdict (panic or crash; qemu status $qrc)"
+	fi
+	if ((result != 0)); then
+		((verbose)) || { echo "----- serial log -----"; printf '%s\n' "$clean"; }
+		die "mode $mode${extra:+, boot $b}: $(grep -c '^FAIL' <<<"$clean" || true) check(s) failed (rc=$result)"
+	fi
+}
+
+t_boot0=$SECONDS
+for ((b = 1; b <= boots; b++)); do
+	boot_once "$b"
+done
+say "timing: kernel $((t_kernel - t_start)) s, rootfs $((t_prep - t_kernel)) s, pack $((t_pack - t_prep)) s, $boots boot(s)+checks $((SECONDS - t_boot0)) s, total $((SECONDS - t_start)) s"
 say "PASS: mode $mode"

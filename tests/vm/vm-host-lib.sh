@@ -57,6 +57,22 @@ vm_put_elf() {
 		$1 ~ /^\// { print $1 }' <<<"$out")
 }
 
+# The host's own rdma_cm application that the base image carries (for
+# host-cm-coexist): rping from rdmacm-utils, and what is loaded by name,
+# which ldd does not show: libibverbs' rxe provider and that provider's
+# driver file, and libgcc_s, which glibc loads for a thread's exit. Prints
+# the ones this host has (scripts/setup.sh installs them); without them
+# the base is made anyway, and the scenario fails.
+vm_rdma_app_files() {
+	local f
+	for f in /usr/bin/rping /etc/libibverbs.d/rxe.driver \
+		/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so \
+		/usr/lib/x86_64-linux-gnu/libgcc_s.so.1; do
+		[[ -e $f ]] && echo "$f"
+	done
+	return 0
+}
+
 # vm_cpio DIR OUT: packs DIR into a gzip-compressed newc archive, OUT.
 vm_cpio() {
 	local dir=$1 out=$2

@@ -3,7 +3,8 @@
 #
 # Builds the base initramfs of the VM tests (tests/vm): a merged-/usr
 # skeleton with busybox (static), iproute2's ip and rdma with their
-# libraries, and the kernel modules the scenarios load, with their
+# libraries, rping with libibverbs' rxe provider (vm_rdma_app_files), and
+# the kernel modules the scenarios load, with their
 # dependencies and a modules.dep. It holds nothing from this project, so
 # vm-run.sh caches it per kernel; the project's files go in a second cpio
 # that is concatenated after it.
@@ -16,9 +17,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=vm-host-lib.sh
 . "$here/vm-host-lib.sh"
 
-# Modules to put in the image; their dependencies are added. ib_cm is only
-# there so that a scenario can load it on purpose: the setup never does.
-MODULES=(crc32_generic rdma_rxe ib_umad ib_uverbs veth macvlan ib_cm)
+# Modules to put in the image; their dependencies are added. ib_cm and
+# rdma_ucm (rdma_cm, the host's own CM user) are only there so that a
+# scenario can load them on purpose: the setup never does.
+MODULES=(crc32_generic rdma_rxe ib_umad ib_uverbs veth macvlan ib_cm rdma_ucm)
 # Host programs to put in the image (with their libraries).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma)
 
@@ -53,6 +55,14 @@ ln -s ../bin/busybox "$root/usr/sbin/modprobe"
 for p in "${PROGRAMS[@]}"; do
 	vm_put_elf "$root" "$p"
 done
+# rping and the rxe provider for libibverbs (ELFs, with their libraries),
+# and the provider's driver file.
+while read -r f; do
+	case $f in
+	*.driver) vm_copy_file "$root" "$f" ;;
+	*) vm_put_elf "$root" "$f" ;;
+	esac
+done < <(vm_rdma_app_files)
 
 # Modules, with their dependencies (modinfo depends, walked breadth-first).
 declare -A seen=()

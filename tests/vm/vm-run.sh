@@ -23,6 +23,7 @@ declare -A VM_PROGRAMS=(
 	[rdmacm-mux]=daemon/rdmacm-mux
 	[rdmacm-mux-pingpong]=examples/rdmacm-mux-pingpong
 	[rdmacm-mux-qemu-client]=tests/tools/rdmacm-mux-qemu-client
+	[rdmacm-muxctl]=tools/rdmacm-muxctl
 )
 
 usage() {
@@ -133,8 +134,10 @@ if [[ -z ${RDMACM_MUX_VM_KROOT:-} ]] && command -v xz >/dev/null &&
 fi
 
 # The base depends on the kernel, the base builder and the host tools in it.
+mapfile -t rdma_app < <(vm_rdma_app_files)
 base_key=$(cat "$here/vm-mkbase.sh" "$here/vm-host-lib.sh" \
-	"$(command -v busybox)" /usr/sbin/ip /usr/bin/rdma | sha256sum | cut -c1-12)
+	"$(command -v busybox)" /usr/sbin/ip /usr/bin/rdma "${rdma_app[@]}" |
+	sha256sum | cut -c1-12)
 base=$cache/base-$kver-$base_key.cpio.gz
 if [[ ! -f $base ]]; then
 	say "building the base initramfs (once per kernel and tool set)"

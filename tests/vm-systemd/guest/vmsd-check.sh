@@ -2,18 +2,20 @@
 # SPDX-License-Identifier: MIT
 #
 # Guest side of tests/vm-systemd, run by vmsd-test.service once the boot is
-# done. It creates rxe0/rxe1 on a veth pair (the guest's only network) and
-# checks rdmacm-mux as installed by "meson install" (the shipped units, the
-# modprobe.d file, the config file) under real systemd, udev and rdma-core.
-# The mode comes from the kernel command line (vmsd.mode=main|ibcm); see
-# vmsd-run.sh. Every check prints PASS/FAIL on the serial console; the last
-# line is "VMTEST-RESULT rc=<failed checks>", then the guest powers off.
+# done. It checks rdmacm-mux as installed by "meson install" (the shipped
+# units, the modules-load.d file, the config file) under real systemd, udev
+# and rdma-core. The mode comes from the kernel command line
+# (vmsd.mode=main|boot-order); see vmsd-run.sh. main creates rxe0/rxe1 on a
+# veth pair (the guest's only network) after the boot; in boot-order
+# vmsd-links.service made the devices during the boot. Every check prints
+# PASS/FAIL on the serial console; the last line is "VMTEST-RESULT
+# rc=<failed checks>", then the guest powers off.
 # Checks with "eval '...'" expand their variables when they run, on purpose:
 # shellcheck disable=SC2016
 set -uo pipefail
 exec >/dev/ttyS0 2>&1
 
-MODE=$(sed -n 's/.*vmsd\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
+MODE=$(sed -n 's/.*vmsd\.mode=\([a-z-]*\).*/\1/p' /proc/cmdline)
 B=/opt/vmsd/bin
 IP=/usr/sbin/ip
 UNIT=rdmacm-mux.service
@@ -144,9 +146,9 @@ gids_present() {
 main_mode() {
 	local rc out pid cg sec qx_pid qb1_pid
 
-	echo "=== (a) host preparation: the modprobe.d file keeps ib_cm away"
+	echo "=== (a) the exclusive mode: the example modprobe.d file keeps ib_cm away"
 	info "installed: $(prop $UNIT FragmentPath), $(prop rdmacm-mux@rxe1-1.service FragmentPath); config: $(prop $UNIT EnvironmentFiles)"
-	info "modprobe.d: $(echo /usr/lib/modprobe.d/rdmacm-mux.conf /usr/local/lib/modprobe.d/rdmacm-mux.conf /etc/modprobe.d/rdmacm-mux.conf 2>/dev/null | xargs -n1 | while read -r f; do [ ! -e "$f" ] || echo "$f"; done | tr '\n' ' ')"
+	info "modprobe.d: $(ls /etc/modprobe.d/rdmacm-mux-exclusive.conf 2>&1)"
 	info "$(modprobe -c | grep -E '^install ib_cm ')"
 	check "ib_cm is not loaded although rdma-core tried to load rdma_ucm" \
 		eval '! module_loaded ib_cm'
@@ -251,6 +253,8 @@ main_mode() {
 	check "the host's /dev/ttyS0 and /dev/mem are not in the private /dev" \
 		eval 'has /tmp/probe.out "/dev/ttyS0: absent" && has /tmp/probe.out "/dev/mem: absent"'
 	check "/dev/infiniband is read-only" has /tmp/probe.out "touch: Read-only file system"
+	check "/usr is read-only (ProtectSystem=strict holds in an early-boot unit)" \
+		has /tmp/probe.out "touch /usr: Read-only file system"
 
 	echo "=== systemd-analyze security (in the guest)"
 	for u in $UNIT rdmacm-mux@rxe1-1.service; do
@@ -379,32 +383,106 @@ client_pid() {
 	journalctl -b -o cat --no-pager -u $UNIT | sed -n 's/.*client [0-9]* (pid \([0-9]*\), rdmacm-mux-qemu.*/\1/p' | head -n 1
 }
 
-# ---- mode ibcm -----------------------------------------------------------------
-ibcm_mode() {
-	local rc out n1 n2
+# ---- mode boot-order ------------------------------------------------------------
+# Each boot: rdma-core's udev rules and module loading as shipped, no ban,
+# rdmacm-mux@rxe0-1.service enabled, rxe0..rxe2 made early by
+# vmsd-links.service. The daemon must hold rxe0 before rdma-core loads
+# ib_cm, which then takes rxe1 and rxe2; the last boot also hot-plugs rxe3.
+INST=rdmacm-mux@rxe0-1.service
 
-	echo "=== (b) no host preparation: rdma-core loads ib_cm, which owns the CM class"
-	check "the modprobe.d file is masked (no 'install ib_cm' rule)" \
+# ib_cm's counters on DEV port 1: ib_cm holds it.
+ib_cm_holds() { [ -d "/sys/class/infiniband/$1/ports/1/cm_rx_msgs" ]; }
+# The owner of DEV port 1 in the daemon's status --json.
+status_owner() {
+	rdmacm-muxctl --socket /run/rdmacm-mux-rxe0-1 status --json |
+		grep -o "{\"device\":\"$1\",\"port\":1,\"owner\":\"[a-z_]*\"}" |
+		sed 's/.*"owner":"\([a-z_]*\)".*/\1/'
+}
+# The first line of this boot's journal that matches REGEX (grep -E).
+journal_line() {
+	journalctl -b -o cat --no-pager | grep -n -m 1 -E "$1" | cut -d: -f1
+}
+
+boot_order_mode() {
+	local b n links sr d want got serving loading
+
+	b=$(sed -n 's/.*vmsd\.boot=\([0-9]*\).*/\1/p' /proc/cmdline)
+	n=$(sed -n 's/.*vmsd\.boots=\([0-9]*\).*/\1/p' /proc/cmdline)
+	links=$(sed -n 's/.*vmsd\.links=\([a-z]*\).*/\1/p' /proc/cmdline)
+	echo "=== boot $b of $n: rdmacm-mux@rxe0-1 before rdma-core's ib_cm (devices made $links)"
+	sr=$(timeout 120 systemctl is-system-running --wait)
+	check "the boot finished with no failed unit (is-system-running: $sr)" [ "$sr" = running ]
+	info "$(systemd-analyze time | head -n 1)"
+	check "no ordering cycle in this boot's journal" \
+		eval '! journalctl -b -o cat --no-pager | grep -q "ordering cycle"'
+	check "the install bans nothing (no 'install ib_cm' rule)" \
 		eval '! modprobe -c | grep -q "^install ib_cm "'
-	check "rdma-core's rdma-load-modules@rdma.service loaded ib_cm" wait_for 20 module_loaded ib_cm
-	out=$($B/umad-probe expect-owned rxe0 1 2>&1)
-	check "ib_cm owns the CM class on rxe0 ($out)" [ $? -eq 0 ]
+	check "$INST is active (running)" [ "$(prop $INST ActiveState)/$(prop $INST SubState)" = active/running ]
+	check "rdma-load-modules@rdma.service loaded rdma_ucm (Result=$(prop rdma-load-modules@rdma.service Result))" \
+		eval '[ "$(prop rdma-load-modules@rdma.service Result)" = success ] && module_loaded rdma_ucm'
+	check "ib_cm is loaded (/sys/module/ib_cm)" [ -d /sys/module/ib_cm ]
+	# The daemon reads that in its sandbox (ProtectKernelModules=,
+	# ProtectKernelTunables=): it must see the same.
+	check "the daemon's mount namespace shows /sys/module/ib_cm too" \
+		nsenter -t "$(prop $INST MainPID)" -m test -d /sys/module/ib_cm
+	check "status --json says ib_cm is loaded" \
+		eval 'rdmacm-muxctl --socket /run/rdmacm-mux-rxe0-1 status --json | grep -q "\"ib_cm_loaded\":true"'
+	journalctl -b -o short-monotonic --no-pager -u $INST -u vmsd-links.service \
+		-u rdma-load-modules@rdma.service | grep -vE 'Got notification|Child|Received' | indent
+
+	# Who holds what: sysfs, and the daemon's status, port by port.
+	check "the daemon holds rxe0: ib_cm left it alone" eval '! ib_cm_holds rxe0'
+	for d in rxe1 rxe2; do
+		check "ib_cm holds $d (its counters are on port 1)" ib_cm_holds $d
+	done
+	for d in rxe0 rxe1 rxe2; do
+		if [ $d = rxe0 ]; then want=daemon; elif ib_cm_holds $d; then want=ib_cm; else want=not_ib_cm; fi
+		got=$(status_owner $d)
+		check "status --json and sysfs agree on $d: $want (status: $got)" [ "$got" = "$want" ]
+	done
+
+	# The order: the daemon held rxe0 before rdma-core started loading.
+	serving=$(journal_line 'serving rxe0 port 1')
+	loading=$(journal_line 'Load RDMA modules from /etc/rdma/modules/rdma.conf')
+	check "the journal: 'serving rxe0 port 1' (line $serving) before rdma-load-modules@rdma starts (line $loading)" \
+		eval '[ -n "$serving" ] && [ -n "$loading" ] && [ "$serving" -lt "$loading" ]'
+	if [ "$links" = late ]; then
+		check "the daemon started before rxe0 existed and waited for it" \
+			eval 'journalctl -b -o cat --no-pager -u $INST | grep -q "waiting up to 30 s for rxe0 port 1 to appear"'
+	else
+		info "the daemon waited for rxe0: $(journalctl -b -o cat --no-pager -u $INST | grep -c 'waiting up to') time(s)"
+	fi
+	[ "$b" = "$n" ] && hotplug_checks
+}
+
+# ---- hot plug: a device that appears while ib_cm is loaded ------------------
+# rxe3, made now, goes to ib_cm; the plain unit (RDMACM_MUX_DEVICE=rxe3)
+# fails once with exit 3 and one line naming ib_cm and the remedy, and is not
+# restarted; the socket-activated instance stops at the start limit.
+hotplug_checks() {
+	local rc out n1 n2 u3=rdmacm-mux@rxe3-1
+
+	echo "=== hot plug: rxe3 appears while ib_cm is loaded"
+	rdma link add rxe3 type rxe netdev veth3
+	check "ib_cm took rxe3 when it appeared" wait_for 10 ib_cm_holds rxe3
+	out=$($B/umad-probe expect-owned rxe3 1 2>&1)
+	check "the CM class on rxe3 is taken ($out)" [ $? -eq 0 ]
 
 	systemctl start $UNIT 2>/tmp/start.err
 	rc=$?
-	check "systemctl start $UNIT fails (exit $rc)" [ "$rc" -ne 0 ]
+	check "systemctl start $UNIT (RDMACM_MUX_DEVICE=rxe3) fails (exit $rc)" [ "$rc" -ne 0 ]
 	indent </tmp/start.err
 	check "$UNIT: failed, Result=exit-code, status 3" \
 		[ "$(prop $UNIT ActiveState)/$(prop $UNIT Result)/$(prop $UNIT ExecMainStatus)" = failed/exit-code/3 ]
 	journalctl -b -o cat --no-pager -u $UNIT >/tmp/fail.log
-	check "the journal has the actionable message" \
-		has /tmp/fail.log "the CM class is already owned on rxe0 port 1: unload ib_cm"
+	check "the journal names ib_cm and the remedy in one line" \
+		grep -q "the CM class is already owned on rxe3 port 1 by ib_cm, .*start rdmacm-mux before ib_cm loads.*unload ib_cm and its users" /tmp/fail.log
 	grep -E 'already owned|Main process|Failed' /tmp/fail.log | indent
 
 	# The templated instance, triggered by a client that waits in the
 	# socket's backlog: how often does systemd start a daemon that fails?
-	systemctl start rdmacm-mux@rxe0-1.socket
-	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe0-1 -g $G11 -n qa1 connect $G21 >/tmp/qa1.out 2>&1 &
+	systemctl start $u3.socket
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe3-1 -g $G11 -n qa1 connect $G21 >/tmp/qa1.out 2>&1 &
 
 	# Watch for three RestartSec= periods (5 s): no restart may happen.
 	sleep 16
@@ -414,15 +492,17 @@ ibcm_mode() {
 	check "the daemon ran once ($n1 'already owned' lines)" [ "$n1" -eq 1 ]
 	systemctl status --no-pager -n 0 $UNIT | indent
 
-	n2=$(journalctl -b -o cat --no-pager -u rdmacm-mux@rxe0-1.service | grep -c 'already owned')
-	info "rdmacm-mux@rxe0-1: $n2 daemon runs; service $(prop rdmacm-mux@rxe0-1.service ActiveState)/$(prop rdmacm-mux@rxe0-1.service Result), NRestarts $(prop rdmacm-mux@rxe0-1.service NRestarts); socket $(prop rdmacm-mux@rxe0-1.socket ActiveState)/$(prop rdmacm-mux@rxe0-1.socket Result)"
+	n2=$(journalctl -b -o cat --no-pager -u $u3.service | grep -c 'already owned')
+	info "$u3: $n2 daemon runs; service $(prop $u3.service ActiveState)/$(prop $u3.service Result), NRestarts $(prop $u3.service NRestarts); socket $(prop $u3.socket ActiveState)/$(prop $u3.socket Result)"
 	check "socket activation does not spin either: at most StartLimitBurst=5 runs in 16 s ($n2)" \
 		[ "$n2" -ge 1 -a "$n2" -le 5 ]
-	check "rdmacm-mux@rxe0-1.service ends failed" [ "$(prop rdmacm-mux@rxe0-1.service ActiveState)" = failed ]
-	journalctl -b -o cat --no-pager -u rdmacm-mux@rxe0-1.service -u rdmacm-mux@rxe0-1.socket |
+	check "$u3.service ends failed" [ "$(prop $u3.service ActiveState)" = failed ]
+	journalctl -b -o cat --no-pager -u $u3.service -u $u3.socket |
 		grep -vE '^(Got|Received|Child|Passing|Trying|Converting|Changed|Sent|Service has no|Enqueued|Installed|Transaction|Unit|Looking)' | indent
 	wait
 	indent </tmp/qa1.out
+	check "$INST still holds rxe0 and serves" \
+		eval '[ "$(prop $INST ActiveState)" = active ] && [ "$(status_owner rxe0)" = daemon ]'
 }
 
 # ---- mode pkg ------------------------------------------------------------------
@@ -594,11 +674,16 @@ pkg_mode() {
 	check "... and it was the only thing left" same_files /tmp/files-before
 }
 
-setup
 case $MODE in
-main) main_mode ;;
-ibcm) ibcm_mode ;;
-pkg) pkg_mode ;;
+main)
+	setup
+	main_mode
+	;;
+boot-order) boot_order_mode ;;
+pkg)
+	setup
+	pkg_mode
+	;;
 *) fail "unknown vmsd.mode '$MODE'" ;;
 esac
 DONE=1
