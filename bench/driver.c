@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #define SETUP_WINDOW 32
+/* REQs whose REP has not come, per client: half the daemon's default
+ * inbound queue, so that a burst of REPs is never dropped as queue-full. */
+#define SETUP_REP_WINDOW 512
 #define HS_IDLE 0
 #define UNREACHABLE_GIDS 16 /* ::ffff:10.9.0.1 .. .16: no port has them */
 
@@ -406,6 +409,36 @@ static unsigned driver_active(const Driver *d)
 }
 
 /*
+ * The REQs of @c's sessions whose REP has not come, sent again, as a CM
+ * resends a REQ that got no answer (same comm id; the daemon keeps the
+ * session, the sink answers with the same REP). A REP can be lost on the
+ * way when the driver reads more slowly than a million REPs arrive: the
+ * simulator drops a MAD after its queue was full for 200 ms, the daemon
+ * one for a client whose queue is full. What does not fit the output
+ * buffer goes in the next round.
+ */
+static unsigned resend_missing_reqs(Driver *d, Conn *c, uint32_t sent)
+{
+	unsigned n = 0;
+
+	for (uint32_t k = 0; k < sent && k < c->n_sess; k++) {
+		struct rdmacm_mux_msg *m;
+
+		if (c->peer[k])
+			continue;
+		m = conn_append(c);
+		if (!m)
+			break;
+		memcpy(m, &c->tmpl, FRAME_SIZE);
+		mad_build_req(m->umad.mad, c->id_base + k + 1, c->gid, d->sink_gid,
+			      driver_next_tid());
+		n++;
+	}
+	conn_flush(d, c, EPOLLIN);
+	return n;
+}
+
+/*
  * One message per session and client, SETUP_WINDOW in flight: REQs that
  * create the sessions, or (@rtu) one RTU each, which establishes them, so
  * that the measured runs only ever see established sessions, whatever the
@@ -440,7 +473,8 @@ static int setup_pass(Driver *d, bool rtu, uint64_t *errors)
 				conn_read(d, c, DRIVE_RX);
 			if (c->resp_ok + c->resp_err >= c->n_sess && before < c->n_sess)
 				done++;
-			while (c->sent < c->n_sess && c->sent - (c->resp_ok + c->resp_err) < SETUP_WINDOW) {
+			while (c->sent < c->n_sess && c->sent - (c->resp_ok + c->resp_err) < SETUP_WINDOW &&
+			       (rtu || c->sent - c->reps < SETUP_REP_WINDOW)) {
 				struct rdmacm_mux_msg *m = conn_append(c);
 
 				if (!m)
@@ -482,10 +516,15 @@ void driver_plan_sessions(Driver *d, uint32_t total)
 	}
 }
 
-/* Read until @total REPs came, or 30 s passed. */
+static void drain(Driver *d, unsigned quiet_ms);
+
+/* Read until @total REPs came (sending again the REQs of those that do
+ * not come for a second), or 30 s passed. */
 static int wait_reps(Driver *d, uint32_t total)
 {
 	uint64_t deadline = now_ns() + 30000000000ull;
+	uint64_t last_reps = 0, last_progress = now_ns();
+	unsigned resent = 0;
 
 	for (;;) {
 		struct epoll_event evs[256];
@@ -494,11 +533,28 @@ static int wait_reps(Driver *d, uint32_t total)
 
 		for (unsigned i = 0; i < d->n; i++)
 			reps += d->conns[i]->reps;
-		if (reps >= total)
+		if (reps >= total) {
+			if (resent) {
+				fprintf(stderr, "bench: %u REQs sent again for REPs lost on the way\n",
+					resent);
+				/* their responses, before the RTU pass counts its own */
+				drain(d, 200);
+			}
 			return 0;
+		}
 		if (now_ns() > deadline) {
 			fprintf(stderr, "bench: %llu of %u REPs came\n", (unsigned long long)reps, total);
 			return -ETIMEDOUT;
+		}
+		if (reps > last_reps) {
+			last_reps = reps;
+			last_progress = now_ns();
+		} else if (now_ns() - last_progress > 1000000000ull) {
+			for (unsigned i = 0; i < d->n; i++)
+				if (d->conns[i]->peer)
+					resent += resend_missing_reqs(d, d->conns[i],
+								      d->conns[i]->n_sess);
+			last_progress = now_ns();
 		}
 		n = epoll_wait(d->ep, evs, 256, 100);
 		for (int k = 0; k < n; k++)
