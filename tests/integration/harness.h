@@ -138,13 +138,6 @@ int32_t raw_request(int fd, struct rdmacm_mux_msg *m);
 void gid_parse(const char *text, uint8_t gid[IB_GID_LEN]);
 
 /*
- * Register test @fn at @path with the including file's own Fixture type and
- * its fixture_setup() and fixture_teardown(); @data goes to all three.
- */
-#define harness_add_test(path, data, fn)                                                   \
-	g_test_add((path), Fixture, (data), fixture_setup, (fn), fixture_teardown)
-
-/*
  * A hostile host on the fabric: `umad-probe forge` on CA @ca (port 1),
  * the port's one CM agent there, sending whatever MADs it is given and
  * printing every MAD it receives.

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -159,7 +160,7 @@ static void check_counters(const Daemon *d, const int64_t tx[12], const int64_t 
 	g_assert_cmpint(member_int(o, "reg_ok"), ==, d->ca[3] == 'A' ? 2 : 1);
 }
 
-static void test_state(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 {
 	g_autoptr(JsonNode) status = NULL, clients = NULL, sa = NULL, sb = NULL;
 	g_autofree char *comm = NULL, *ga1 = gid_text(f->a1->gid), *gb1 = gid_text(f->b1->gid);
@@ -400,7 +401,7 @@ static void reader_stop(Reader *r)
 	g_string_free(r->buf, TRUE);
 }
 
-static void test_trace(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/admin/trace", NULL, fixture_setup, test_trace)
 {
 	Reader text, json;
 	g_autofree char *line = NULL;
@@ -539,7 +540,7 @@ static void check_alive(Fixture *f)
 	send_expect(f->a1, f->b1, mad, &in);
 }
 
-static void test_hostile(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 {
 	char big[4096];
 	uint8_t mad[256];
@@ -619,11 +620,4 @@ static void test_hostile(Fixture *f, gconstpointer data)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/admin/state", NULL, test_state);
-	harness_add_test("/admin/trace", NULL, test_trace);
-	harness_add_test("/admin/hostile", NULL, test_hostile);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

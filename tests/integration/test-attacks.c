@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -86,7 +87,7 @@ static void healthy_handshake(Fixture *f, Vm *x, Vm *y)
 	g_assert_cmpuint(mad_remote(in.mad), ==, 0x88);
 }
 
-static void test_gid_ownership(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/attacks/gid-ownership", NULL, fixture_setup, test_gid_ownership)
 {
 	uint8_t nobody[IB_GID_LEN];
 	struct rdmacm_mux_msg m;
@@ -117,7 +118,7 @@ static void test_gid_ownership(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_output_counter(out, "UNREG ok 0 refused"), ==, 4);
 }
 
-static void test_bad_mads(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/attacks/bad-mads", NULL, fixture_setup, test_bad_mads)
 {
 	uint8_t mad[256];
 	struct rdmacm_mux_mad_addr addr = { .qpn = htonl(1), .grh_present = 1 };
@@ -179,7 +180,7 @@ static void test_bad_mads(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_output_counter(out, "tx refused, malformed"), ==, 1);
 }
 
-static void test_truncated_and_garbage(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/attacks/truncated-and-garbage", NULL, fixture_setup, test_truncated_and_garbage)
 {
 	struct rdmacm_mux_msg m, frames[12];
 	uint8_t *junk = (uint8_t *)frames;
@@ -219,7 +220,7 @@ static void test_truncated_and_garbage(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_output_counter(out, "dropped"), ==, 1);
 }
 
-static void test_hijack(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 {
 	uint8_t mad[256];
 	struct rdmacm_mux_inbound in;
@@ -274,9 +275,11 @@ static void test_hijack(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_output_counter(out_b, "tx refused, hijack"), ==, 1);
 }
 
+static const char *const slow_opts[] = { "--max-queue", "16", NULL };
+
 /* A client that never reads: its queue fills and drops are counted, while
  * the others' handshakes go on. Nothing is lost silently. */
-static void test_slow_reader(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/robustness/slow-reader", slow_opts, fixture_setup, test_slow_reader)
 {
 	uint8_t slow_gid[IB_GID_LEN], mad[256];
 	struct rdmacm_mux_msg m;
@@ -315,7 +318,7 @@ static void test_slow_reader(Fixture *f, gconstpointer data)
 /* A client that disconnects mid-handshake: its sessions and GIDs go at
  * once, and the next client, which gets the same fd number, receives
  * none of its traffic. */
-static void test_disconnect_mid_handshake(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/robustness/disconnect-mid-handshake", NULL, fixture_setup, test_disconnect_mid_handshake)
 {
 	uint8_t mad[256];
 	struct rdmacm_mux_inbound in;
@@ -355,17 +358,5 @@ static void test_disconnect_mid_handshake(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(out, "1 GIDs and 1 sessions removed"));
 }
 
-static const char *const slow_opts[] = { "--max-queue", "16", NULL };
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/attacks/gid-ownership", NULL, test_gid_ownership);
-	harness_add_test("/attacks/bad-mads", NULL, test_bad_mads);
-	harness_add_test("/attacks/truncated-and-garbage", NULL, test_truncated_and_garbage);
-	harness_add_test("/attacks/hijack", NULL, test_hijack);
-	harness_add_test("/robustness/slow-reader", slow_opts, test_slow_reader);
-	harness_add_test("/robustness/disconnect-mid-handshake", NULL,
-			 test_disconnect_mid_handshake);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

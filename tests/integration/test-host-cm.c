@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -117,7 +118,7 @@ static bool ib_cm_loaded(JsonNode *status)
  * The boot order of issue 17: the daemon takes simA while ib_cm is not
  * loaded, then ib_cm comes and takes simB; status follows each step.
  */
-static void test_owners_in_status(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/owners-in-status", NULL, fixture_setup, test_owners_in_status)
 {
 	Daemon *d;
 	g_autoptr(JsonNode) before = NULL, after = NULL;
@@ -160,7 +161,7 @@ static void test_owners_in_status(Fixture *f, gconstpointer data)
  * serves port 1 alone): the start log and status say that the daemon keeps
  * ib_cm off the whole device.
  */
-static void test_whole_device(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/whole-device", NULL, fixture_setup, test_whole_device)
 {
 	Daemon *d;
 	g_autoptr(JsonNode) st = NULL;
@@ -188,7 +189,7 @@ static void test_whole_device(Fixture *f, gconstpointer data)
 
 /* ib_cm loaded, and simB not among its devices: something else holds a
  * port of simB (here a second daemon), and status says "not ib_cm". */
-static void test_ib_cm_left_device_alone(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/ib-cm-left-device-alone", NULL, fixture_setup, test_ib_cm_left_device_alone)
 {
 	Daemon *da, *db;
 	g_autoptr(JsonNode) st = NULL;
@@ -219,7 +220,7 @@ static char *line_with(const char *output, const char *needle)
 /* Exit 3, one line naming the holder: another daemon, or ib_cm with the
  * remedy (ib_cm only lets go of a device when it is unloaded). The daemons
  * of one CA share a log file, hence the line searches. */
-static void test_exit_3_names_the_owner(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/exit-3-names-the-owner", NULL, fixture_setup, test_exit_3_names_the_owner)
 {
 	Daemon *first, *second, *third;
 	g_autofree char *out2 = NULL, *out3 = NULL, *line = NULL;
@@ -254,7 +255,7 @@ static void test_exit_3_names_the_owner(Fixture *f, gconstpointer data)
  * back. Without the option it exits 4 at once; with it and no device ever,
  * it exits 4 when the time is up.
  */
-static void test_wait_for_device(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/wait-for-device", NULL, fixture_setup, test_wait_for_device)
 {
 	g_autofree char *dev = g_build_filename(f->sys, "class", "infiniband", "simB", NULL);
 	g_autofree char *away = g_strdup_printf("%s.away", dev);
@@ -286,7 +287,7 @@ static void test_wait_for_device(Fixture *f, gconstpointer data)
 }
 
 /* SIGTERM while waiting ends the wait: exit 0, as any stop. */
-static void test_stop_while_waiting(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/host-cm/stop-while-waiting", NULL, fixture_setup, test_stop_while_waiting)
 {
 	Daemon *d;
 	(void)data;
@@ -298,14 +299,4 @@ static void test_stop_while_waiting(Fixture *f, gconstpointer data)
 	daemon_free(d);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/host-cm/owners-in-status", NULL, test_owners_in_status);
-	harness_add_test("/host-cm/whole-device", NULL, test_whole_device);
-	harness_add_test("/host-cm/ib-cm-left-device-alone", NULL, test_ib_cm_left_device_alone);
-	harness_add_test("/host-cm/exit-3-names-the-owner", NULL, test_exit_3_names_the_owner);
-	harness_add_test("/host-cm/wait-for-device", NULL, test_wait_for_device);
-	harness_add_test("/host-cm/stop-while-waiting", NULL, test_stop_while_waiting);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

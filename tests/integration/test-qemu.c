@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -69,7 +70,7 @@ static void qemu_expect(int fd, const uint8_t own_gid[IB_GID_LEN], const uint8_t
 	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
 }
 
-static void test_qemu_client_handshake(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/qemu/raw-client-handshake", NULL, fixture_setup, test_qemu_client_handshake)
 {
 	uint8_t qgid[IB_GID_LEN], mad[256];
 	struct rdmacm_mux_msg m;
@@ -140,7 +141,7 @@ static void test_qemu_client_handshake(Fixture *f, gconstpointer data)
 			     "puts its own GID in addr.gid"));
 }
 
-static void test_restart_after_sigkill(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/restart/after-sigkill", NULL, fixture_setup, test_restart_after_sigkill)
 {
 	uint8_t mad[256];
 	struct rdmacm_mux_inbound in;
@@ -175,7 +176,7 @@ static void test_restart_after_sigkill(Fixture *f, gconstpointer data)
 	vm_free(a);
 }
 
-static void test_timers(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/timers/lifecycle", short_timers, fixture_setup, test_timers)
 {
 	uint8_t mad[256];
 	struct rdmacm_mux_inbound in;
@@ -242,11 +243,4 @@ static void test_timers(Fixture *f, gconstpointer data)
 	vm_free(b);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/qemu/raw-client-handshake", NULL, test_qemu_client_handshake);
-	harness_add_test("/restart/after-sigkill", NULL, test_restart_after_sigkill);
-	harness_add_test("/timers/lifecycle", short_timers, test_timers);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 #define NVM 4
 
@@ -229,7 +230,7 @@ static void check_counters(Daemon *d, const Counts *c)
 	g_assert_null(strstr(out, "tx refused"));
 }
 
-static void test_mesh(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay/mesh", NULL, fixture_setup, test_mesh)
 {
 	uint32_t id = 1;
 	(void)data;
@@ -272,7 +273,7 @@ static void test_mesh(Fixture *f, gconstpointer data)
 
 /* Two clients use the same comm ids and the same TIDs at the same time,
  * towards the same passive client. */
-static void test_collision(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay/collision/same-passive", NULL, fixture_setup, test_collision)
 {
 	Vm *x = f->a[0], *y = f->a[1], *p = f->b[0];
 	uint8_t mad[256];
@@ -298,7 +299,7 @@ static void test_collision(Fixture *f, gconstpointer data)
 }
 
 /* A retransmitted REQ keeps its wire id, and so does a retransmitted REP. */
-static void test_retransmission(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay/retransmission", NULL, fixture_setup, test_retransmission)
 {
 	Vm *x = f->a[0], *p = f->b[0];
 	uint8_t mad[256];
@@ -326,7 +327,7 @@ static void test_retransmission(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(mad_remote(in.mad), ==, 21);
 }
 
-static void test_collision_full(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/relay/collision/full", NULL, fixture_setup, test_collision_full)
 {
 	Vm *x = f->a[0], *y = f->a[1], *p = f->b[0], *q = f->b[1];
 	uint8_t mad[256];
@@ -395,12 +396,4 @@ static void test_collision_full(Fixture *f, gconstpointer data)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/relay/mesh", NULL, test_mesh);
-	harness_add_test("/relay/collision/same-passive", NULL, test_collision);
-	harness_add_test("/relay/collision/full", NULL, test_collision_full);
-	harness_add_test("/relay/retransmission", NULL, test_retransmission);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()

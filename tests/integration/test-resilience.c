@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "unit-test.h"
 
 #define N_PAIRS 4
 #define ROUNDS 6
@@ -201,7 +202,7 @@ static void expect_reconnected(Fixture *f)
 		handshake(f, f->a[i], f->b[i]);
 }
 
-static void test_sigkill_under_load(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/resilience/sigkill-under-load", NULL, fixture_setup, test_sigkill_under_load)
 {
 	uint32_t tickets[N_PAIRS];
 	(void)data;
@@ -259,7 +260,7 @@ static void test_sigkill_under_load(Fixture *f, gconstpointer data)
 }
 
 /* Another client takes a GID while its owner is away. */
-static void test_gid_taken_meanwhile(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/resilience/gid-taken-meanwhile", NULL, fixture_setup, test_gid_taken_meanwhile)
 {
 	struct rdmacm_mux_response resp;
 	struct rdmacm_mux_event ev;
@@ -305,7 +306,7 @@ static void test_gid_taken_meanwhile(Fixture *f, gconstpointer data)
 }
 
 /* The port disappears under the daemon, then comes back. */
-static void test_device_loss(Fixture *f, gconstpointer data)
+UNIT_FIXTURE_TEST("/resilience/device-loss", NULL, fixture_setup, test_device_loss)
 {
 	static const char *const port[] = { "simA", "1", NULL };
 	g_autofree char *out = NULL;
@@ -329,11 +330,4 @@ static void test_device_loss(Fixture *f, gconstpointer data)
 	g_assert_cmpint(daemon_stop(f->da), ==, 0);
 }
 
-int main(int argc, char **argv)
-{
-	g_test_init(&argc, &argv, NULL);
-	harness_add_test("/resilience/sigkill-under-load", NULL, test_sigkill_under_load);
-	harness_add_test("/resilience/gid-taken-meanwhile", NULL, test_gid_taken_meanwhile);
-	harness_add_test("/resilience/device-loss", NULL, test_device_loss);
-	return g_test_run();
-}
+UNIT_TEST_MAIN()
