@@ -313,8 +313,6 @@ static void control_bind(Daemon *d)
 	}
 }
 
-/* The sockets systemd passed, or our own: a failure is logged where it
- * happens. */
 /* Close every fd a table holds as its values. */
 static void close_fd_values(GHashTable *t)
 {
@@ -334,6 +332,8 @@ static bool is_stored_fd_name(const char *name)
 	       fd_store_parse_client_name(name, &id);
 }
 
+/* The sockets systemd passed, or our own: a failure is logged where it
+ * happens. */
 static int listener_setup(Daemon *d)
 {
 	ListenerPerms perms;

@@ -17,9 +17,10 @@
 /* Past this many destinations, idle ones are forgotten. */
 #define UMAD_SENDER_MAX_DESTS 4096u
 
-/* Where a MAD goes: the source GID index and destination GID, or the DLID. */
+/* Slots of the cache of destinations looked up last (UmadSender.recent). */
 #define UMAD_SENDER_RECENT 16
 
+/* Where a MAD goes: the source GID index and destination GID, or the DLID. */
 typedef struct UmadSendKey {
 	uint8_t gid[GID_LEN];
 	uint16_t dlid;
@@ -56,8 +57,8 @@ struct UmadSender {
 	/* the loop's */
 	GHashTable *dests; /* UmadSendKey -> UmadSendDest (owned) */
 	/* The destinations looked up last, by a cheap slot of their key: every
-	 * MAD sent at once looks its destination up twice (route, note), and a
-	 * hash lookup of a 20-byte key is most of what that costs. */
+	 * MAD the loop sends looks its destination up (umad_sender_route()), and
+	 * a hash lookup of a 20-byte key is most of what that costs. */
 	UmadSendDest *recent[UMAD_SENDER_RECENT];
 	unsigned pending;
 	unsigned n_threads;
