@@ -68,7 +68,7 @@ typedef struct Options {
 	int max_total_sessions;
 	int max_total_half_open;
 	int max_queue;
-	int send_threads;
+	int senders;
 	int max_slow_sends;
 	int unreachable_cache_ms;
 	int handshake_timeout_ms;
@@ -169,8 +169,11 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "Most peer-started half-open sessions of all clients (default 65536)", "N" },
 		{ "max-queue", 0, 0, G_OPTION_ARG_INT, &o->max_queue,
 		  "Inbound MADs queued per client before drops (default 1024)", "N" },
-		{ "send-threads", 0, 0, G_OPTION_ARG_INT, &o->send_threads,
-		  "Threads for sends that may wait for address resolution (default 8)", "N" },
+		{ "senders", 0, 0, G_OPTION_ARG_INT, &o->senders,
+		  "Processes for sends that may wait for address resolution (default 8)", "N" },
+		/* its name before the senders were processes */
+		{ "send-threads", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &o->senders, NULL,
+		  NULL },
 		{ "max-slow-sends", 0, 0, G_OPTION_ARG_INT, &o->max_slow_sends,
 		  "Such sends one client may have at once (default 2)", "N" },
 		{ "unreachable-cache", 0, 0, G_OPTION_ARG_INT, &o->unreachable_cache_ms,
@@ -214,7 +217,7 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->max_total_sessions = 1 << 20;
 	o->max_total_half_open = 1 << 16;
 	o->max_queue = 1024;
-	o->send_threads = 8;
+	o->senders = 8;
 	o->max_slow_sends = 2;
 	o->unreachable_cache_ms = 1000;
 	o->handshake_timeout_ms = 120000;
@@ -258,7 +261,7 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--max-total-sessions", o->max_total_sessions, 1, 1 << 26 },
 		{ "--max-total-half-open", o->max_total_half_open, 1, 1 << 26 },
 		{ "--max-queue", o->max_queue, 1, 1 << 20 },
-		{ "--send-threads", o->send_threads, 1, 64 },
+		{ "--senders", o->senders, 1, 64 },
 		{ "--max-slow-sends", o->max_slow_sends, 1, 64 },
 		{ "--unreachable-cache", o->unreachable_cache_ms, 1, 60 * 1000 },
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
@@ -593,13 +596,13 @@ static void raise_fd_limit(void)
 
 /*
  * Every client holds an fd; so do stdio, the umad port and each sender
- * thread, the two listening sockets, the control connections, the event
+ * process's socket, the two listening sockets, the control connections, the event
  * loop and the pcap file. A --max-clients that the fd limit cannot hold
  * would end in EMFILE for everyone: clamp it, and say so.
  */
 static void clamp_max_clients(Options *o)
 {
-	const uint64_t reserve = 64 + CONTROL_MAX_CONNECTIONS + (uint64_t)o->send_threads;
+	const uint64_t reserve = 64 + CONTROL_MAX_CONNECTIONS + (uint64_t)o->senders;
 	struct rlimit rl;
 	uint64_t room;
 
@@ -648,7 +651,7 @@ static int run(Daemon *d)
 	cfg.max_total_sessions = (uint32_t)d->opt.max_total_sessions;
 	cfg.max_total_half_open = (uint32_t)d->opt.max_total_half_open;
 	cfg.max_queued = (uint32_t)d->opt.max_queue;
-	cfg.send_threads = (uint32_t)d->opt.send_threads;
+	cfg.senders = (uint32_t)d->opt.senders;
 	cfg.max_slow_sends = (uint32_t)d->opt.max_slow_sends;
 	cfg.send_fail_ms = (uint32_t)d->opt.unreachable_cache_ms;
 	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
@@ -730,7 +733,7 @@ static int run(Daemon *d)
 
 	r = sd_event_loop(d->event);
 	(void)sd_notify(0, "STOPPING=1");
-	/* Writes still in the sender threads count in the last counters. */
+	/* Writes still in the sender processes count in the last counters. */
 	relay_finish_sends(d->relay);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);

@@ -300,7 +300,7 @@ void metrics_format(const MetricsSnapshot *m, GString *out)
 		    "Frames waiting to be written to the client with the most.",
 		    m->client_queued_frames_max);
 	page_single(&p, "rdmacm_mux_sender_queued_mads", "gauge",
-		    "MADs handed to the sender threads and not written yet.", m->sender_queued);
+		    "MADs handed to the sender processes and not written yet.", m->sender_queued);
 
 	/* The control socket. */
 	page_single(&p, "rdmacm_mux_control_trace_readers", "gauge",

@@ -42,7 +42,7 @@ typedef struct MetricsSnapshot {
 	RelayCounters counters;
 	uint64_t client_queued_frames;	   /* frames waiting for all clients */
 	uint32_t client_queued_frames_max; /* for the client with the most */
-	uint32_t sender_queued;		   /* MADs with the sender threads */
+	uint32_t sender_queued;		   /* MADs with the sender processes */
 	ControlStats control;
 	uint32_t max_trace_readers;
 } MetricsSnapshot;

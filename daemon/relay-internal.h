@@ -61,7 +61,7 @@ struct RelayClient {
 	bool reading_paused;
 	bool dirty; /* on the relay's list of clients to flush */
 	unsigned bad_frames; /* consecutive */
-	unsigned slow_sends; /* MADs with a sender thread, their responses reserved */
+	unsigned slow_sends; /* MADs with a sender process, their responses reserved */
 	GList *unregistered; /* its link in Relay.unregistered until its first REG */
 	struct rdmacm_mux_client_stats stats;
 	/* The sessions the TX warm pass found for the frames buffered when it
@@ -227,18 +227,18 @@ bool relay_client_may_read(const Relay *r, const RelayClient *c);
 
 /* ---- relay-tx.c ---- */
 
-/* relay_tx_mad(): the MAD went to a sender thread; the response comes later. */
+/* relay_tx_mad(): the MAD went to a sender process; the response comes later. */
 #define RELAY_TX_PENDING 1
 
 /**
  * relay_tx_mad() - check, remap and send one MAD from @c.
  * @hint: a session the warm pass found for this frame, or 0
  * Return: 0, the negative errno for the client's response, or
- * RELAY_TX_PENDING when a sender thread has it and the response's place is
+ * RELAY_TX_PENDING when a sender process has it and the response's place is
  * kept (relay_tx_on_sent() fills it).
  */
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint);
-/* The sender's report of a MAD a thread wrote (UmadSendDoneFn). */
+/* The sender's report of a MAD a sender process wrote (UmadSendDoneFn). */
 void relay_tx_on_sent(void *userdata, UmadSendJob *job);
 /* Read every ready client's input and warm all their lookups at once. */
 void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n);

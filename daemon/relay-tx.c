@@ -342,7 +342,7 @@ static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mu
 
 	/* A session whose first message never reached the wire would only
 	 * wait for its timer; a retransmission keeps the session it is for.
-	 * (After a send in a thread, the handle is checked to be still it.) */
+	 * (After a send by a sender process, the handle is checked to be still it.) */
 	if (t->created) {
 		Session *s = session_table_get(r->sessions, t->handle);
 
@@ -470,7 +470,7 @@ refused:
 	return err;
 }
 
-/* A MAD a sender thread writes, and what its response needs afterwards. */
+/* A MAD a sender process writes, and what its response needs afterwards. */
 typedef struct RelayTxJob {
 	UmadSendJob send; /* first: the sender hands this back */
 	Relay *relay;
@@ -481,10 +481,10 @@ typedef struct RelayTxJob {
 } RelayTxJob;
 
 /*
- * The MAD waits for a sender thread: keep its response's place (so the
+ * The MAD waits for a sender process: keep its response's place (so the
  * client's answers stay in order, and inbound MADs wait behind it), and
  * let the client send only a few such MADs at a time, so that one client
- * cannot hold many threads.
+ * cannot hold many senders.
  */
 static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 			  const struct rdmacm_mux_msg *req)

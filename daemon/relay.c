@@ -512,7 +512,7 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 		case RDMACM_MUX_OP_CODE_MAD:
 			err = relay_tx_mad(r, c, m, tx_hint);
 			if (err == RELAY_TX_PENDING) {
-				/* answered when its sender thread is done */
+				/* answered when its sender process is done */
 				c->bad_frames = 0;
 				return true;
 			}
@@ -713,15 +713,15 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		return e;
 	}
 	/* The fake port of tests and fuzzers sends inline and never blocks. */
-	if (!port->fake_send && r->cfg.send_threads > 0) {
+	if (!port->fake_send && r->cfg.senders > 0) {
 		UmadSenderConfig scfg = {
-			.threads = r->cfg.send_threads,
+			.senders = r->cfg.senders,
 			.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
 			.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
 			.max_queued = 4096,
 		};
 
-		/* Without sender threads (logged), sends are written inline,
+		/* Without sender processes (logged), sends are written inline,
 		 * as before: slower to fail, but nothing is lost. */
 		if (umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender) < 0)
 			r->sender = NULL;
@@ -757,7 +757,7 @@ void relay_free(Relay *r)
 {
 	if (!r)
 		return;
-	/* First: its threads end, and what they had is reported while the
+	/* First: its senders end, and what they had is reported while the
 	 * clients are still there. */
 	relay_finish_sends(r);
 	sd_event_source_disable_unref(r->umad_io);

@@ -32,8 +32,8 @@ typedef struct RelayConfig {
 	uint32_t max_half_open_per_peer; /* per client and peer GID (or LID) */
 	uint32_t max_total_half_open;	 /* daemon-wide */
 	uint32_t max_total_sessions;	 /* daemon-wide: bounds the table's memory */
-	uint32_t max_slow_sends; /* per client: MADs waiting for a sender thread */
-	uint32_t send_threads;	 /* sender threads (0: the relay's sends are inline) */
+	uint32_t max_slow_sends; /* per client: MADs waiting for a sender process */
+	uint32_t senders;	 /* sender processes (0: the relay's sends are inline) */
 	uint32_t send_fast_ms;	 /* a destination that took a write stays fast this long */
 	uint32_t send_fail_ms;	 /* one that did not answer fails at once this long */
 	uint32_t max_queued;   /* per client: inbound MAD frames waiting */
@@ -75,7 +75,7 @@ typedef enum TxReject {
 	TX_REJECT_NO_DESTINATION, /* no destination GID could be found */
 	TX_REJECT_NO_PORT_GID,	  /* sgid is not in the port's GID table */
 	TX_REJECT_SEND_FAILED,	  /* the kernel refused the send */
-	TX_REJECT_SEND_BUSY,	  /* every sender thread's queue is full */
+	TX_REJECT_SEND_BUSY,	  /* the senders' queue is full */
 	TX_REJECT_COUNT,
 } TxReject;
 
@@ -145,7 +145,7 @@ uint32_t relay_gid_count(const Relay *r);
 uint32_t relay_session_count(const Relay *r);
 const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
-/* MADs with the sender threads, not written yet (0 without threads). */
+/* MADs with the sender processes, not written yet (0 without senders). */
 uint32_t relay_sender_queued(const Relay *r);
 
 typedef struct RelayClient RelayClient;
@@ -175,8 +175,8 @@ void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Sess
 const UmadPort *relay_port(const Relay *r);
 
 /**
- * relay_finish_sends() - wait for the sender threads' writes in progress
- * and account for them (counters, responses), then stop the threads; any
+ * relay_finish_sends() - wait for the sender processes' writes in progress
+ * and account for them (counters, responses), then stop the senders; any
  * later send is written inline. For shutdown, before the last counters.
  */
 void relay_finish_sends(Relay *r);

@@ -69,11 +69,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
 int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len);
 
 /*
- * A umad fd of its own for one sender thread, with a send-only CM agent
+ * A umad fd of its own for one sender process, with a send-only CM agent
  * (no method mask: it never competes for the class, and replies still
  * come to the port's agent, because CM messages are all Sends). The kernel
  * holds a fd's mutex for a whole write, address resolution included
- * (about a second for an unreachable RoCE destination), so threads that
+ * (about a second for an unreachable RoCE destination), so senders that
  * shared a fd would wait for each other, and the loop's own reads and
  * polls on it would wait too.
  */

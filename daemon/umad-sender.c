@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns the sender threads, their per-destination queues and the standing
- * of each destination (umad-sender.h). */
+/* Owns the sender processes, the per-destination queues that feed them, and
+ * the standing of each destination (umad-sender.h). */
 #include "umad-sender.h"
 
 #include <errno.h>
 #include <glib.h>
-#include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -20,6 +24,12 @@
 /* Slots of the cache of destinations looked up last (UmadSender.recent). */
 #define UMAD_SENDER_RECENT 16
 
+/* How long umad_sender_new() waits for a new sender to open its umad fd. */
+#define UMAD_SENDER_START_MS 5000
+
+/* The fd a sender process reads its MADs from. */
+#define UMAD_SENDER_SOCK_FD 3
+
 /* Where a MAD goes: the source GID index and destination GID, or the DLID. */
 typedef struct UmadSendKey {
 	uint8_t gid[GID_LEN];
@@ -30,23 +40,25 @@ typedef struct UmadSendKey {
 
 struct UmadSendDest {
 	UmadSendKey key;
-	/* the loop's */
 	uint64_t fast_until;
 	uint64_t fail_until;
 	int fail_err;
 	unsigned pending; /* jobs queued for it and not finished */
-	/* under the sender's lock */
-	UmadSendJob *head, *tail;
-	bool busy;  /* a thread writes its head */
-	bool ready; /* on the ready list */
+	UmadSendJob *head, *tail; /* not handed to a sender yet */
+	bool busy;		  /* a sender writes one of its MADs */
+	bool ready;		  /* on the ready list */
 	struct UmadSendDest *next_ready;
 };
 
-typedef struct UmadSenderThread {
+/* One sender process, seen from the loop. */
+typedef struct UmadSenderWorker {
 	UmadSender *sender;
-	pthread_t tid;
-	UmadSendFd fd;
-} UmadSenderThread;
+	pid_t pid;    /* 0 for an empty slot */
+	int sock;     /* our end of its socket, -1 for an empty slot */
+	bool started; /* it said that its umad fd is open */
+	sd_event_source *src;
+	UmadSendJob *job; /* the MAD it writes now, or NULL */
+} UmadSenderWorker;
 
 struct UmadSender {
 	sd_event *event;
@@ -54,23 +66,15 @@ struct UmadSender {
 	UmadSenderConfig cfg;
 	UmadSendDoneFn done;
 	void *userdata;
-	/* the loop's */
 	GHashTable *dests; /* UmadSendKey -> UmadSendDest (owned) */
 	/* The destinations looked up last, by a cheap slot of their key: every
 	 * MAD the loop sends looks its destination up (umad_sender_route()), and
 	 * a hash lookup of a 20-byte key is most of what that costs. */
 	UmadSendDest *recent[UMAD_SENDER_RECENT];
 	unsigned pending;
-	unsigned n_threads;
-	UmadSenderThread *threads;
-	int efd;
-	sd_event_source *efd_src;
-	/* shared, under @lock */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	UmadSendDest *ready_head, *ready_tail;
-	UmadSendJob *done_head, *done_tail;
-	unsigned idle_threads;
+	UmadSenderWorker *workers; /* cfg.senders slots */
+	unsigned live;		   /* slots with a process */
+	UmadSendDest *ready_head, *ready_tail; /* destinations with a MAD to hand out */
 	bool stopping;
 };
 
@@ -185,7 +189,7 @@ unsigned umad_sender_pending(const UmadSender *s)
 	return s->pending;
 }
 
-/* ---- the threads ---- */
+/* ---- the sender processes ---- */
 
 static void umad_sender_push_ready(UmadSender *s, UmadSendDest *d)
 {
@@ -198,108 +202,112 @@ static void umad_sender_push_ready(UmadSender *s, UmadSendDest *d)
 	s->ready_tail = d;
 }
 
-static void *umad_sender_thread_main(void *arg)
+static UmadSendDest *umad_sender_pop_ready(UmadSender *s)
 {
-	UmadSenderThread *th = arg;
-	UmadSender *s = th->sender;
-	uint64_t one = 1;
+	UmadSendDest *d = s->ready_head;
 
-	pthread_mutex_lock(&s->lock);
+	s->ready_head = d->next_ready;
+	if (!s->ready_head)
+		s->ready_tail = NULL;
+	d->ready = false;
+	return d;
+}
+
+/*
+ * A sender process: open a umad fd of its own, say how that went, then
+ * write each MAD that comes on its socket and answer with the write's
+ * result, until the socket ends. It never returns.
+ */
+static G_GNUC_NORETURN void umad_sender_process_main(const UmadPort *port, int sock, pid_t parent)
+{
+	UmadSendFd fd = { .fd = -1 };
+	UmadBuffer buf;
+	sigset_t none;
+	int32_t r;
+
+	/* The loop blocks the signals it reads from a signalfd; a sender
+	 * keeps the default actions, so that SIGTERM from systemd ends it. */
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	/* It holds a umad fd and an agent of the port: never past the daemon. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(1);
+	/* Nothing of the daemon's stays open here: a copy of a client's socket
+	 * would keep that connection up after the daemon closed it, and a copy
+	 * of the port's fd its CM agent. */
+	if (sock != UMAD_SENDER_SOCK_FD && dup2(sock, UMAD_SENDER_SOCK_FD) < 0)
+		_exit(1);
+	(void)close_range(UMAD_SENDER_SOCK_FD + 1, ~0u, 0);
+	r = umad_port_open_send_fd(port, &fd);
+	if (send(UMAD_SENDER_SOCK_FD, &r, sizeof(r), MSG_NOSIGNAL) != sizeof(r) || r < 0)
+		_exit(1);
 	for (;;) {
-		UmadSendDest *d;
-		UmadSendJob *job;
+		ssize_t n = recv(UMAD_SENDER_SOCK_FD, &buf, sizeof(buf), 0);
 
-		while (!s->stopping && !s->ready_head) {
-			s->idle_threads++;
-			pthread_cond_wait(&s->cond, &s->lock);
-			s->idle_threads--;
-		}
-		if (s->stopping)
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= (ssize_t)offsetof(UmadBuffer, mad))
 			break;
-		d = s->ready_head;
-		s->ready_head = d->next_ready;
-		if (!s->ready_head)
-			s->ready_tail = NULL;
-		d->ready = false;
-		job = d->head;
-		d->head = job->next;
-		if (!d->head)
-			d->tail = NULL;
-		d->busy = true;
-		pthread_mutex_unlock(&s->lock);
-
-		job->result = umad_port_send_on(&th->fd, &job->buf, job->len);
-
-		pthread_mutex_lock(&s->lock);
-		job->next = NULL;
-		if (s->done_tail)
-			s->done_tail->next = job;
-		else
-			s->done_head = job;
-		s->done_tail = job;
-		d->busy = false;
-		if (d->head)
-			umad_sender_push_ready(s, d);
-		/* eventfd writes are thread-safe; outside the lock is enough,
-		 * but inside keeps the order simple */
-		(void)!write(s->efd, &one, sizeof(one));
+		r = umad_port_send_on(&fd, &buf, (size_t)n - offsetof(UmadBuffer, mad));
+		if (send(UMAD_SENDER_SOCK_FD, &r, sizeof(r), MSG_NOSIGNAL) != sizeof(r))
+			break;
 	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
+	umad_port_close_send_fd(&fd);
+	_exit(0);
 }
 
-/* One more thread, with its own umad fd. Return: 0 or a negative errno. */
-static int umad_sender_spawn(UmadSender *s)
-{
-	UmadSenderThread *th = &s->threads[s->n_threads];
-	int r;
+static int umad_sender_on_worker(sd_event_source *src, int fd, uint32_t revents, void *userdata);
 
-	th->sender = s;
-	th->fd.fd = -1;
-	r = umad_port_open_send_fd(s->port, &th->fd);
-	if (r < 0)
+/* Start a sender process in the empty slot @w. Return: 0 or a negative errno. */
+static int umad_sender_spawn(UmadSender *s, UmadSenderWorker *w)
+{
+	pid_t parent = getpid(), pid;
+	int sv[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(sv[0]);
+		close(sv[1]);
 		return r;
-	r = -pthread_create(&th->tid, NULL, umad_sender_thread_main, th);
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		umad_sender_process_main(s->port, sv[1], parent);
+	}
+	close(sv[1]);
+	r = sd_event_add_io(s->event, &w->src, sv[0], EPOLLIN, umad_sender_on_worker, w);
 	if (r < 0) {
-		umad_port_close_send_fd(&th->fd);
+		close(sv[0]);
+		(void)kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
 		return r;
 	}
-	s->n_threads++;
+	w->sender = s;
+	w->pid = pid;
+	w->sock = sv[0];
+	w->started = false;
+	w->job = NULL;
+	s->live++;
 	return 0;
 }
 
-int umad_sender_queue(UmadSender *s, UmadSendJob *job)
+/* Empty the slot of @w: its process ends (it has nothing of ours left). */
+static void umad_sender_reap(UmadSender *s, UmadSenderWorker *w)
 {
-	UmadSendKey k = umad_sender_key(&job->buf);
-	UmadSendDest *d;
-
-	if (s->pending >= s->cfg.max_queued)
-		return -EAGAIN;
-	d = g_hash_table_lookup(s->dests, &k);
-	if (!d) {
-		d = g_new0(UmadSendDest, 1);
-		d->key = k;
-		g_hash_table_insert(s->dests, &d->key, d);
-	}
-	job->dest = d;
-	job->next = NULL;
-	d->pending++;
-	s->pending++;
-
-	pthread_mutex_lock(&s->lock);
-	if (d->tail)
-		d->tail->next = job;
-	else
-		d->head = job;
-	d->tail = job;
-	if (!d->busy && !d->ready)
-		umad_sender_push_ready(s, d);
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	return 0;
+	w->src = sd_event_source_disable_unref(w->src);
+	close(w->sock);
+	w->sock = -1;
+	/* Its socket is closed, so a live process ends at its next read. */
+	(void)kill(w->pid, SIGKILL);
+	(void)waitpid(w->pid, NULL, 0);
+	w->pid = 0;
+	s->live--;
 }
 
-/* Finish the jobs the threads are done with, on the loop. */
+/* Finish @list, jobs taken off their destinations (which know it already). */
 static void umad_sender_finish(UmadSender *s, UmadSendJob *list, uint64_t now)
 {
 	while (list) {
@@ -316,22 +324,185 @@ static void umad_sender_finish(UmadSender *s, UmadSendJob *list, uint64_t now)
 	umad_sender_prune(s, now);
 }
 
-static int umad_sender_on_done(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+static uint64_t umad_sender_now(UmadSender *s)
 {
-	UmadSender *s = userdata;
-	UmadSendJob *list;
-	uint64_t count, now;
+	uint64_t now;
+
+	if (sd_event_now(s->event, CLOCK_MONOTONIC, &now) < 0)
+		now = now_usec();
+	return now;
+}
+
+/* Take @w's job back from it, finished with @result. */
+static UmadSendJob *umad_sender_take_job(UmadSender *s, UmadSenderWorker *w, int result)
+{
+	UmadSendJob *job = w->job;
+	UmadSendDest *d = job->dest;
+
+	w->job = NULL;
+	d->busy = false;
+	if (d->head && !d->ready)
+		umad_sender_push_ready(s, d);
+	job->result = result;
+	job->next = NULL;
+	return job;
+}
+
+/* Every job not handed out yet, taken off its destination, finished with @err. */
+static void umad_sender_cancel_queued(UmadSender *s, int err)
+{
+	UmadSendJob *left = NULL, **tail = &left;
+	GHashTableIter it;
+	gpointer value;
+
+	g_hash_table_iter_init(&it, s->dests);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		UmadSendDest *d = value;
+
+		for (UmadSendJob *j = d->head; j; j = j->next) {
+			j->result = err;
+			*tail = j;
+			tail = &j->next;
+		}
+		*tail = NULL;
+		d->head = d->tail = NULL;
+		d->ready = false;
+	}
+	s->ready_head = s->ready_tail = NULL;
+	umad_sender_finish(s, left, umad_sender_now(s));
+}
+
+/*
+ * The process of @w ended or broke its protocol: its MAD fails (it may or
+ * may not have gone out), and a new process takes the slot. Without any
+ * sender left, the queued MADs fail too rather than wait for ever.
+ */
+static void umad_sender_lost(UmadSender *s, UmadSenderWorker *w, const char *why)
+{
+	UmadSendJob *job = w->job ? umad_sender_take_job(s, w, -EIO) : NULL;
+	pid_t pid = w->pid;
+	int r;
+
+	umad_sender_reap(s, w);
+	r = s->stopping ? -ECANCELED : umad_sender_spawn(s, w);
+	if (r < 0 && r != -ECANCELED)
+		log_error("sender process %d on %s port %d %s, and no new one starts: %s", (int)pid,
+			  s->port->dev, s->port->port, why, strerror(-r));
+	else if (r == 0)
+		log_warning("sender process %d on %s port %d %s; process %d replaces it", (int)pid,
+			    s->port->dev, s->port->port, why, (int)w->pid);
+	if (job)
+		umad_sender_finish(s, job, umad_sender_now(s));
+	if (s->live == 0 && !s->stopping)
+		umad_sender_cancel_queued(s, -EIO);
+}
+
+/* Hand the ready destinations' next MADs to the idle senders. */
+static void umad_sender_dispatch(UmadSender *s)
+{
+	for (unsigned i = 0; i < s->cfg.senders && s->ready_head; i++) {
+		UmadSenderWorker *w = &s->workers[i];
+		UmadSendDest *d;
+		UmadSendJob *job;
+		size_t len;
+
+		if (w->sock < 0 || !w->started || w->job)
+			continue;
+		d = umad_sender_pop_ready(s);
+		job = d->head;
+		d->head = job->next;
+		if (!d->head)
+			d->tail = NULL;
+		d->busy = true;
+		w->job = job;
+		/* One MAD at a time per sender: its socket always has room. */
+		len = offsetof(UmadBuffer, mad) + job->len;
+		if (send(w->sock, &job->buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
+			umad_sender_lost(s, w, "cannot take a MAD");
+	}
+}
+
+static int umad_sender_on_worker(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+{
+	UmadSenderWorker *w = userdata;
+	UmadSender *s = w->sender;
+	int32_t result;
+	ssize_t n;
 
 	(void)src;
 	(void)revents;
-	(void)!read(fd, &count, sizeof(count));
-	pthread_mutex_lock(&s->lock);
-	list = s->done_head;
-	s->done_head = s->done_tail = NULL;
-	pthread_mutex_unlock(&s->lock);
-	if (sd_event_now(s->event, CLOCK_MONOTONIC, &now) < 0)
-		now = now_usec();
-	umad_sender_finish(s, list, now);
+	n = recv(fd, &result, sizeof(result), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n != sizeof(result)) {
+		umad_sender_lost(s, w, n == 0 ? "ended" : "failed");
+	} else if (!w->started) {
+		/* The first word: how opening its umad fd went. */
+		if (result < 0) {
+			log_error("a sender process cannot open a umad fd on %s port %d: %s",
+				  s->port->dev, s->port->port, strerror(-result));
+			umad_sender_reap(s, w);
+			if (s->live == 0)
+				umad_sender_cancel_queued(s, -EIO);
+		} else {
+			w->started = true;
+		}
+	} else if (w->job) {
+		umad_sender_finish(s, umad_sender_take_job(s, w, result), umad_sender_now(s));
+	} else {
+		umad_sender_lost(s, w, "answered nothing asked");
+	}
+	umad_sender_dispatch(s);
+	return 0;
+}
+
+int umad_sender_queue(UmadSender *s, UmadSendJob *job)
+{
+	UmadSendKey k = umad_sender_key(&job->buf);
+	UmadSendDest *d;
+
+	if (s->pending >= s->cfg.max_queued || s->live == 0)
+		return -EAGAIN;
+	d = g_hash_table_lookup(s->dests, &k);
+	if (!d) {
+		d = g_new0(UmadSendDest, 1);
+		d->key = k;
+		g_hash_table_insert(s->dests, &d->key, d);
+	}
+	job->dest = d;
+	job->next = NULL;
+	d->pending++;
+	s->pending++;
+	if (d->tail)
+		d->tail->next = job;
+	else
+		d->head = job;
+	d->tail = job;
+	if (!d->busy && !d->ready)
+		umad_sender_push_ready(s, d);
+	umad_sender_dispatch(s);
+	return 0;
+}
+
+/* Wait (before the loop runs) for @w's first word. Return: 0 or a negative errno. */
+static int umad_sender_wait_started(UmadSenderWorker *w)
+{
+	struct pollfd p = { .fd = w->sock, .events = POLLIN };
+	int32_t result;
+	ssize_t n;
+	int r;
+
+	do
+		r = poll(&p, 1, UMAD_SENDER_START_MS);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return -ETIMEDOUT;
+	n = recv(w->sock, &result, sizeof(result), MSG_DONTWAIT);
+	if (n != sizeof(result))
+		return n < 0 ? -errno : -EPIPE;
+	if (result < 0)
+		return result;
+	w->started = true;
 	return 0;
 }
 
@@ -339,93 +510,82 @@ int umad_sender_new(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg
 		    UmadSendDoneFn done, void *userdata, UmadSender **ret)
 {
 	UmadSender *s = g_new0(UmadSender, 1);
-	int r;
+	int r = 0;
 
 	s->event = sd_event_ref(event);
 	s->port = port;
 	s->cfg = *cfg;
-	if (s->cfg.threads == 0)
-		s->cfg.threads = 1;
+	if (s->cfg.senders == 0)
+		s->cfg.senders = 1;
 	s->done = done;
 	s->userdata = userdata;
 	s->dests = g_hash_table_new_full(umad_sender_key_hash, umad_sender_key_equal, NULL, g_free);
-	s->threads = g_new0(UmadSenderThread, s->cfg.threads);
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->efd < 0) {
-		r = -errno;
-		umad_sender_free(s);
-		return r;
-	}
-	r = sd_event_add_io(event, &s->efd_src, s->efd, EPOLLIN, umad_sender_on_done, s);
-	if (r < 0) {
-		umad_sender_free(s);
-		return r;
-	}
+	s->workers = g_new0(UmadSenderWorker, s->cfg.senders);
+	for (unsigned i = 0; i < s->cfg.senders; i++)
+		s->workers[i].sock = -1;
 	/* All at once: the daemon's fd count stays the same from the start
-	 * (the fd limit and leak checks see them), and an idle thread costs
-	 * only its stack. */
-	while (s->n_threads < s->cfg.threads) {
-		r = umad_sender_spawn(s);
+	 * (the fd limit and leak checks see them), and an idle sender costs
+	 * a few pages. */
+	for (unsigned i = 0; i < s->cfg.senders; i++) {
+		UmadSenderWorker *w = &s->workers[i];
+
+		r = umad_sender_spawn(s, w);
 		if (r < 0)
 			break;
+		r = umad_sender_wait_started(w);
+		if (r < 0) {
+			umad_sender_reap(s, w);
+			break;
+		}
 	}
-	if (s->n_threads == 0) {
-		log_error("cannot open a umad fd for a sender thread on %s port %d: %s",
+	if (s->live == 0) {
+		log_error("cannot start a sender process with a umad fd on %s port %d: %s",
 			  port->dev, port->port, strerror(-r));
 		umad_sender_free(s);
 		return r;
 	}
-	if (s->n_threads < s->cfg.threads)
-		log_warning("only %u of %u sender threads on %s port %d: %s", s->n_threads,
-			    s->cfg.threads, port->dev, port->port, strerror(-r));
+	if (s->live < s->cfg.senders)
+		log_warning("only %u of %u sender processes on %s port %d: %s", s->live,
+			    s->cfg.senders, port->dev, port->port, strerror(-r));
 	*ret = s;
 	return 0;
 }
 
 void umad_sender_free(UmadSender *s)
 {
-	UmadSendJob *left = NULL, **tail = &left;
-	GHashTableIter it;
-	gpointer value;
-
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	/* A thread in a write that waits for an address ends with it. */
-	for (unsigned i = 0; i < s->n_threads; i++) {
-		pthread_join(s->threads[i].tid, NULL);
-		umad_port_close_send_fd(&s->threads[i].fd);
-	}
-	/* What was written is reported as it went; the rest is cancelled. */
-	if (s->dests) {
-		g_hash_table_iter_init(&it, s->dests);
-		while (g_hash_table_iter_next(&it, NULL, &value)) {
-			UmadSendDest *d = value;
+	/* No more MADs: each sender ends after the one it writes, which may be
+	 * waiting for an address. */
+	for (unsigned i = 0; s->workers && i < s->cfg.senders; i++)
+		if (s->workers[i].sock >= 0)
+			(void)shutdown(s->workers[i].sock, SHUT_WR);
+	for (unsigned i = 0; s->workers && i < s->cfg.senders; i++) {
+		UmadSenderWorker *w = &s->workers[i];
+		int32_t result;
+		ssize_t n;
 
-			for (UmadSendJob *j = d->head; j; j = j->next) {
-				j->result = -ECANCELED;
-				*tail = j;
-				tail = &j->next;
-			}
-			*tail = NULL;
-			d->head = d->tail = NULL;
+		if (w->sock < 0)
+			continue;
+		/* What was written is reported as it went. */
+		if (w->job) {
+			do
+				n = recv(w->sock, &result, sizeof(result), 0);
+			while (n < 0 && errno == EINTR);
+			umad_sender_finish(s,
+					   umad_sender_take_job(s, w,
+								n == sizeof(result) ? result : -EIO),
+					   now_usec());
 		}
-		*tail = s->done_head;
-		s->done_head = s->done_tail = NULL;
-		umad_sender_finish(s, left, now_usec());
+		umad_sender_reap(s, w);
+	}
+	/* The rest is cancelled. */
+	if (s->dests) {
+		umad_sender_cancel_queued(s, -ECANCELED);
 		g_hash_table_destroy(s->dests);
 	}
-	sd_event_source_disable_unref(s->efd_src);
-	if (s->efd >= 0)
-		close(s->efd);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
-	g_free(s->threads);
+	g_free(s->workers);
 	sd_event_unref(s->event);
 	g_free(s);
 }

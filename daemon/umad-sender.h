@@ -6,17 +6,23 @@
  * write(); for an address that does not answer that takes about a second.
  * So the loop writes a MAD itself only to a destination that took a write
  * without waiting a moment ago (fast: the loop's own fd, no hand-off).
- * Every other MAD goes to a sender thread that writes it on a umad fd of
+ * Every other MAD goes to a sender process that writes it on a umad fd of
  * its own (see UmadSendFd for why not the loop's), and the result comes
- * back to the loop through an eventfd.
+ * back to the loop on the socket it came by.
  *
  * MADs to one destination are written one at a time and in order, so a
  * destination that does not answer holds up only its own MADs; a
  * destination whose write just failed that way fails again at once for a
- * short while (the negative cache) instead of taking a thread again.
+ * short while (the negative cache) instead of taking a sender again.
  *
- * The loop owns all state: the destinations' standing, the jobs' owners.
- * The threads touch only the queues, under one mutex, and the write.
+ * Processes, not threads: the loop owns all state and the senders own
+ * nothing but the write, so they share no memory at all. A process with a
+ * second thread pays for it in every system call of the loop: glibc's
+ * cancellation bookkeeping around each read and write, locked instructions
+ * in every mutex, and the kernel's reference counting of each fd used.
+ * That was 15% of the relay's throughput. A sender is forked at start and
+ * holds nothing of the daemon's but its socket; it dies with the daemon
+ * (PR_SET_PDEATHSIG) and is replaced when it dies alone.
  */
 #ifndef RDMACM_MUX_UMAD_SENDER_H
 #define RDMACM_MUX_UMAD_SENDER_H
@@ -33,7 +39,7 @@ typedef struct UmadSender UmadSender;
  * queues a job. */
 typedef struct UmadSendDest UmadSendDest;
 
-/* One MAD for a sender thread; the caller embeds it in its own job. */
+/* One MAD for a sender process; the caller embeds it in its own job. */
 typedef struct UmadSendJob {
 	UmadBuffer buf;
 	size_t len;
@@ -47,7 +53,7 @@ typedef struct UmadSendJob {
 typedef void (*UmadSendDoneFn)(void *userdata, UmadSendJob *job);
 
 typedef struct UmadSenderConfig {
-	unsigned threads;    /* at most this many sender threads (and fds) */
+	unsigned senders;    /* sender processes (one fd each, in the daemon) */
 	uint64_t fast_usec;  /* a good destination stays fast this long */
 	uint64_t fail_usec;  /* an unreachable one fails at once this long */
 	unsigned max_queued; /* jobs waiting or being written, in all */
@@ -61,13 +67,14 @@ typedef enum UmadSendRoute {
 
 /**
  * umad_sender_new() - a sender for @port, on @event; @done reports every
- * queued job. The threads start now, each with its own umad fd.
- * Return: 0 (with at least one thread; a shortfall is logged), or a
+ * queued job. The senders start now, each with its own umad fd.
+ * Return: 0 (with at least one sender; a shortfall is logged), or a
  * negative errno (logged).
  */
 int umad_sender_new(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
 		    UmadSendDoneFn done, void *userdata, UmadSender **ret);
-/* Stop the threads; jobs not yet written finish with -ECANCELED. NULL-safe. */
+/* Stop the senders, after the writes they are in (which may wait for an
+ * address); jobs not handed out finish with -ECANCELED. NULL-safe. */
 void umad_sender_free(UmadSender *s);
 
 /**
@@ -82,9 +89,9 @@ int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now, UmadSe
  * lookup per MAD, not two: this runs for every MAD a client sends). */
 void umad_sender_note(UmadSender *s, UmadSendDest *dest, int result, uint64_t now);
 /**
- * umad_sender_queue() - hand @job (buf and len set) to a sender thread.
- * Return: 0, or -EAGAIN when max_queued jobs wait already (the job is not
- * taken).
+ * umad_sender_queue() - hand @job (buf and len set) to a sender process.
+ * Return: 0, or -EAGAIN when max_queued jobs wait already or no sender is
+ * left (the job is not taken).
  */
 int umad_sender_queue(UmadSender *s, UmadSendJob *job);
 /* Jobs queued and not finished yet. */

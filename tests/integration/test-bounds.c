@@ -8,6 +8,8 @@
  * registers a GID does not keep its slot.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <glib.h>
 #include <string.h>
 #include <stdio.h>
@@ -167,6 +169,156 @@ UNIT_FIXTURE_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_set
 	g_assert_cmphex(mad_attr(m.umad.mad), ==, CM_REQ);
 	close(fd);
 	vm_free(b1);
+}
+
+/* ---- the sender processes ---- */
+
+/* The pids whose parent is @parent, from /proc. */
+static GArray *children_of(GPid parent)
+{
+	GArray *pids = g_array_new(FALSE, FALSE, sizeof(int));
+	g_autoptr(GDir) dir = g_dir_open("/proc", 0, NULL);
+	const char *name;
+
+	g_assert_nonnull(dir);
+	while ((name = g_dir_read_name(dir))) {
+		g_autofree char *path = g_strdup_printf("/proc/%s/stat", name);
+		g_autofree char *stat = NULL;
+		const char *close_paren;
+		int ppid = 0;
+
+		if (!g_ascii_isdigit(name[0]) || !g_file_get_contents(path, &stat, NULL, NULL))
+			continue;
+		/* "pid (comm) state ppid ...": comm may hold anything but the last ')'. */
+		close_paren = strrchr(stat, ')');
+		if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == parent) {
+			int pid = atoi(name);
+
+			g_array_append_val(pids, pid);
+		}
+	}
+	return pids;
+}
+
+/* The Threads: line of /proc/@pid/status. */
+static int threads_of(GPid pid)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+	g_autofree char *status = NULL;
+	const char *line;
+
+	g_assert_true(g_file_get_contents(path, &status, NULL, NULL));
+	line = strstr(status, "\nThreads:");
+	g_assert_nonnull(line);
+	return atoi(line + strlen("\nThreads:"));
+}
+
+/* Whether @pid runs (a zombie waiting for its reaper does not). */
+static bool pid_alive(int pid)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);
+	g_autofree char *stat = NULL;
+	const char *close_paren;
+
+	if (!g_file_get_contents(path, &stat, NULL, NULL))
+		return false;
+	close_paren = strrchr(stat, ')');
+	return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
+}
+
+/*
+ * The daemon is one thread (a second one would tax every system call of
+ * the loop) with its sender processes beside it. Killed in the middle of
+ * slow writes, the senders' MADs get an error answer instead of hanging,
+ * new senders take their places and send, and they all end with the
+ * daemon, stopped or killed.
+ */
+UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_sender_processes)
+{
+	static const char *const senders3[] = { "--senders", "3", NULL };
+	Vm *u = vm_new(f->da, "::ffff:10.0.1.3", "u");
+	Vm *a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
+	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
+	struct rdmacm_mux_response resp;
+	struct rdmacm_mux_inbound in;
+	g_autoptr(GArray) before = children_of(f->da->pid);
+	g_autoptr(GArray) after = NULL;
+	g_autoptr(GArray) third = NULL;
+	uint32_t tickets[2];
+	uint8_t mad[256], nowhere[16];
+	g_autofree char *out = NULL;
+	Daemon *dc;
+	(void)data;
+
+	g_assert_cmpint(threads_of(f->da->pid), ==, 1);
+	g_assert_cmpuint(before->len, ==, 8); /* --senders' default */
+
+	/* Two writes that wait a second each, in two senders. */
+	for (unsigned i = 0; i < G_N_ELEMENTS(tickets); i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+
+		gid_parse(text, nowhere);
+		memcpy(addr.gid, nowhere, 16);
+		mad_build_req(mad, 0x300 + i, u->gid, nowhere, ++f->tid);
+		g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[i]),
+				==, 0);
+	}
+	(void)rdmacm_mux_process(u->mux);
+	g_usleep(200000);
+	for (unsigned i = 0; i < before->len; i++)
+		g_assert_cmpint(kill(g_array_index(before, int, i), SIGKILL), ==, 0);
+	/* Their MADs fail now (the write may or may not have been made),
+	 * well before the second that the writes would have taken. */
+	for (unsigned i = 0; i < G_N_ELEMENTS(tickets); i++) {
+		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], 5000, &resp), ==, 0);
+		g_assert_cmpint(resp.error, ==, -EIO);
+	}
+
+	/* Eight new senders, none of the old ones. */
+	for (int i = 0; i < 100; i++) {
+		g_clear_pointer(&after, g_array_unref);
+		after = children_of(f->da->pid);
+		if (after->len == 8)
+			break;
+		g_usleep(20000);
+	}
+	g_assert_cmpuint(after->len, ==, 8);
+	for (unsigned i = 0; i < after->len; i++)
+		for (unsigned j = 0; j < before->len; j++)
+			g_assert_cmpint(g_array_index(after, int, i), !=, g_array_index(before, int, j));
+	/* A first MAD to a destination goes through a sender: the new ones
+	 * write it, and an unreachable one still fails as the kernel says. */
+	mad_build_req(mad, 0x310, a1->gid, b1->gid, ++f->tid);
+	g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
+	vm_expect(b1, CM_REQ, &in);
+	gid_parse("::ffff:10.0.5.9", nowhere);
+	memcpy(addr.gid, nowhere, 16);
+	mad_build_req(mad, 0x311, u->gid, nowhere, ++f->tid);
+	g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[0]), ==, 0);
+	g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[0], 5000, &resp), ==, 0);
+	g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
+	vm_free(u);
+	vm_free(a1);
+	vm_free(b1);
+
+	/* Stopped, the daemon takes its senders with it. */
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	out = daemon_output(f->da);
+	g_assert_nonnull(strstr(out, "replaces it"));
+	for (unsigned i = 0; i < after->len; i++)
+		g_assert_false(pid_alive(g_array_index(after, int, i)));
+
+	/* Killed, too (--senders sets how many). */
+	dc = daemon_start(f->fabric, "simA", senders3);
+	third = children_of(dc->pid);
+	g_assert_cmpuint(third->len, ==, 3);
+	daemon_kill(dc);
+	for (int i = 0; i < 100 && pid_alive(g_array_index(third, int, 0)); i++)
+		g_usleep(20000);
+	for (unsigned i = 0; i < third->len; i++)
+		g_assert_false(pid_alive(g_array_index(third, int, i)));
+	daemon_free(dc);
 }
 
 /* ---- one user, many connections ---- */

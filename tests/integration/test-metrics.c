@@ -73,7 +73,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 /* A fabric where a write to an address nobody has takes 5 s, as the
  * kernel's address resolution does (see test-bounds.c); one client may
- * have all of UNREACHABLE MADs with the sender threads. */
+ * have all of UNREACHABLE MADs with the sender processes. */
 static void unreachable_setup(Fixture *f, gconstpointer data)
 {
 	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "5000",
