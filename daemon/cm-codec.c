@@ -34,6 +34,9 @@ static size_t cm_attr_min_len(uint16_t attr)
 
 int cm_mad_check(const uint8_t *mad, size_t len, uint16_t *ret_attr)
 {
+	static const uint8_t cm_mad_head[4] = { MAD_BASE_VERSION, CM_MGMT_CLASS,
+						CM_CLASS_VERSION, CM_METHOD_SEND };
+	uint32_t head, want;
 	uint16_t attr;
 	size_t need;
 
@@ -42,8 +45,10 @@ int cm_mad_check(const uint8_t *mad, size_t len, uint16_t *ret_attr)
 	attr = cm_mad_attr(mad);
 	if (ret_attr)
 		*ret_attr = attr;
-	if (mad[0] != MAD_BASE_VERSION || mad[1] != CM_MGMT_CLASS ||
-	    mad[2] != CM_CLASS_VERSION || mad[3] != CM_METHOD_SEND)
+	/* The four header bytes as one word: this runs for every MAD. */
+	memcpy(&head, mad, sizeof(head));
+	memcpy(&want, cm_mad_head, sizeof(want));
+	if (head != want)
 		return -EPROTO;
 	need = cm_attr_min_len(attr);
 	if (need == 0)
@@ -61,13 +66,6 @@ static const char *const cm_index_names[CM_IDX_COUNT] = {
 	[CM_IDX_SIDR_REP] = "SIDR_REP", [CM_IDX_LAP] = "LAP",
 	[CM_IDX_APR] = "APR",		[CM_IDX_OTHER] = "other",
 };
-
-CmAttrIndex cm_attr_to_index(uint16_t attr)
-{
-	if (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR)
-		return (CmAttrIndex)(attr - CM_ATTR_REQ);
-	return CM_IDX_OTHER;
-}
 
 const char *cm_attr_index_name(CmAttrIndex idx)
 {

@@ -88,7 +88,13 @@ int cm_mad_check(const uint8_t *mad, size_t len, uint16_t *ret_attr);
 
 /* Name of a CM attribute ("REQ", ...), or "attr-0xNNNN" in @buf. */
 const char *cm_attr_name(uint16_t attr, char buf[16]);
-CmAttrIndex cm_attr_to_index(uint16_t attr);
+/* The counter slot of @attr (every MAD is counted by it). */
+static inline CmAttrIndex cm_attr_to_index(uint16_t attr)
+{
+	if (attr >= CM_ATTR_REQ && attr <= CM_ATTR_APR)
+		return (CmAttrIndex)(attr - CM_ATTR_REQ);
+	return CM_IDX_OTHER;
+}
 const char *cm_attr_index_name(CmAttrIndex idx);
 
 static inline uint16_t cm_mad_attr(const uint8_t *mad)

@@ -149,8 +149,15 @@ void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 
 /* ---- relay.c ---- */
 
+/* relay_now() outside a dispatch, or for the driver: the clock's now. */
+uint64_t relay_clock_now(const Relay *r);
 /* The loop's notion of now (monotonic usec): one value per dispatch. */
-uint64_t relay_now(const Relay *r);
+static inline uint64_t relay_now(const Relay *r)
+{
+	if (r->dispatch_now && !r->driver_now)
+		return r->dispatch_now;
+	return relay_clock_now(r);
+}
 /*
  * Start the GID epoch of a dispatch: the loop's clock in steps of
  * RELAY_GID_EPOCH_USEC. An entry is read again from sysfs at most once a
@@ -161,8 +168,15 @@ uint64_t relay_now(const Relay *r);
  */
 #define RELAY_GID_EPOCH_USEC 10000
 void relay_next_gid_epoch(Relay *r);
-/* The live client with @id, or NULL. */
-RelayClient *relay_client_lookup(Relay *r, uint32_t id);
+/* relay_client_lookup() past its cache: the table. */
+RelayClient *relay_client_lookup_table(Relay *r, uint32_t id);
+/* The live client with @id, or NULL (the cache inline: once per MAD). */
+static inline RelayClient *relay_client_lookup(Relay *r, uint32_t id)
+{
+	RelayClient *c = r->client_cache[id & (RELAY_CLIENT_CACHE_SLOTS - 1)];
+
+	return c && c->id == id ? c : relay_client_lookup_table(r, id);
+}
 /**
  * relay_client_create() - a new client for @fd (taken over; -1 for a
  * client without a socket), in the table and, with a socket, in the epoll
@@ -216,8 +230,11 @@ uint32_t relay_session_new_remote(Relay *r, RelayClient *c, SessionState state,
 				  const uint8_t *peer_gid, uint16_t peer_lid, uint64_t now);
 /* Run the session timers up to relay_now(). Return: sessions removed. */
 unsigned relay_expire_sessions(Relay *r);
-/* The state change message @attr makes to session @h, either direction. */
-void relay_session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_t now);
+/* The state change message @attr makes to session @h, either direction;
+ * @s is the table's session_table_get(@h) (the caller has it at hand:
+ * this runs for every MAD). */
+void relay_session_advance(Relay *r, uint32_t h, Session *s, uint16_t attr, bool rx,
+			   uint64_t now);
 
 /* Build the response to @req with @err in the client's dialect. */
 void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err);

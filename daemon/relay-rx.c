@@ -248,8 +248,26 @@ static bool relay_rx_route_session(Relay *r, UmadBuffer *buf, uint16_t attr, uin
 		if (!buf->hdr.addr.grh_present && s->peer_lid == 0)
 			s->peer_lid = ntohs(buf->hdr.addr.lid);
 	}
-	relay_session_advance(r, h, attr, true, now);
+	relay_session_advance(r, h, s, attr, true, now);
 	return true;
+}
+
+/* Tell the sinks (when there are any) what became of an inbound MAD:
+ * @drop names the reason it was dropped, or is NULL. */
+static void relay_rx_emit(Relay *r, const UmadBuffer *buf, const uint8_t *wire_mad, size_t len,
+			  uint16_t attr, const RelayRxRoute *rt, const char *drop)
+{
+	RelayEvent ev = { .rx = true, .hdr = &buf->hdr, .mad = wire_mad, .mad_len = len,
+			  .remote_gid = buf->hdr.addr.gid, .attr = attr, .drop = drop };
+
+	if (r->sinks->len == 0)
+		return;
+	if (rt) {
+		ev.wire_id = rt->wire_id;
+		ev.client_comm_id = rt->client_comm_id;
+		ev.local_gid = rt->local_gid;
+	}
+	relay_emit(r, &ev, rt ? rt->client : NULL);
 }
 
 void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
@@ -257,8 +275,6 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	struct rdmacm_mux_msg *m;
 	RelayRxRoute rt = { .drop = RX_DROP_COUNT };
 	uint8_t wire_mad[RDMACM_MUX_MAD_SIZE];
-	RelayEvent ev = { .rx = true, .hdr = &buf->hdr, .mad = wire_mad, .mad_len = len,
-			  .remote_gid = buf->hdr.addr.gid };
 	uint16_t attr = 0;
 	uint64_t now;
 	int e;
@@ -272,14 +288,12 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	if (r->sinks->len)
 		memcpy(wire_mad, buf->mad, len);
 	e = cm_mad_check(buf->mad, len, &attr);
-	ev.attr = attr;
 	if (e < 0) {
 		RxDrop d = e == -EPROTO ? RX_DROP_NOT_CM
 			   : e == -EOPNOTSUPP ? RX_DROP_UNSUPPORTED
 					       : RX_DROP_MALFORMED;
 		r->counters->rx_drop[d]++;
-		ev.drop = relay_rx_drop_name(d);
-		relay_emit(r, &ev, NULL);
+		relay_rx_emit(r, buf, wire_mad, len, attr, NULL, relay_rx_drop_name(d));
 		return;
 	}
 
@@ -288,27 +302,23 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		ok = relay_rx_route_new(r, buf, len, attr, &rt);
 	else
 		ok = relay_rx_route_session(r, buf, attr, now, &rt);
-	ev.wire_id = rt.wire_id;
-	ev.client_comm_id = rt.client_comm_id;
-	ev.local_gid = rt.local_gid;
 	if (!ok) {
 		r->counters->rx_drop[rt.drop]++;
-		ev.drop = relay_rx_drop_name(rt.drop);
-		relay_emit(r, &ev, rt.client);
+		relay_rx_emit(r, buf, wire_mad, len, attr, &rt, relay_rx_drop_name(rt.drop));
 		return;
 	}
 
 	if (client_queue_mad_slot(&rt.client->conn, &m) < 0) {
 		r->counters->rx_drop[RX_DROP_QUEUE_FULL]++;
 		rt.client->stats.rx_dropped++;
-		ev.drop = relay_rx_drop_name(RX_DROP_QUEUE_FULL);
-		relay_emit(r, &ev, rt.client);
+		relay_rx_emit(r, buf, wire_mad, len, attr, &rt,
+			      relay_rx_drop_name(RX_DROP_QUEUE_FULL));
 		return;
 	}
 	/* Build the frame in its queue slot, from zero: nothing stale may
 	 * reach a client. Every byte is written once: zeros up to the umad
 	 * header (padding too), the header and the MAD copied, zeros after
-	 * the MAD to the end. */
+	 * a short MAD, and the frame's tail padding. */
 	memset(m, 0, offsetof(struct rdmacm_mux_msg, umad));
 	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 	m->hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
@@ -316,14 +326,16 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 	m->umad_len = (int32_t)len;
 	memcpy(&m->umad.hdr, &buf->hdr, sizeof(m->umad.hdr));
 	memcpy(m->umad.mad, buf->mad, len);
-	/* the rest of the MAD and the frame's tail padding */
-	memset(m->umad.mad + len, 0, sizeof(*m) - offsetof(struct rdmacm_mux_msg, umad.mad) - len);
+	if (len < RDMACM_MUX_MAD_SIZE)
+		memset(m->umad.mad + len, 0, RDMACM_MUX_MAD_SIZE - len);
+	memset(m->umad.mad + RDMACM_MUX_MAD_SIZE, 0,
+	       sizeof(*m) - offsetof(struct rdmacm_mux_msg, umad.mad) - RDMACM_MUX_MAD_SIZE);
 	if (rt.create)
 		relay_rx_create_session(r, buf, attr == CM_ATTR_SIDR_REQ, &rt, now);
 	r->counters->rx[cm_attr_to_index(attr)]++;
 	rt.client->stats.rx_mads++;
 	relay_mark_dirty(r, rt.client);
-	relay_emit(r, &ev, rt.client);
+	relay_rx_emit(r, buf, wire_mad, len, attr, &rt, NULL);
 }
 
 /* The wire id relay_rx_route_session() will look up for an inbound MAD, or 0. */

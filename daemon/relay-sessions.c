@@ -204,12 +204,9 @@ static void relay_session_close(Relay *r, uint32_t h, uint64_t now)
  * quiet for hours), DREQ/DREP/REJ start the removal timer (re-armed by
  * duplicates), REP and MRA re-arm the handshake timer.
  */
-void relay_session_advance(Relay *r, uint32_t h, uint16_t attr, bool rx, uint64_t now)
+void relay_session_advance(Relay *r, uint32_t h, Session *s, uint16_t attr, bool rx,
+			   uint64_t now)
 {
-	Session *s = session_table_get(r->sessions, h);
-
-	if (!s)
-		return;
 	/* A closing session stays closing: a late, duplicated or reordered
 	 * RTU, REP or MRA must not bring it back, or it would live for as
 	 * long as its client. Only the disconnect messages re-arm it. */

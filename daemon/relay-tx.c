@@ -173,7 +173,7 @@ static int relay_tx_answer_req(Relay *r, RelayTxContext *t, uint64_t now)
 	t->wire_id = s->wire_id;
 	if (local)
 		cm_set_local_comm_id(mad, s->wire_id);
-	relay_session_advance(r, h, t->attr, false, now);
+	relay_session_advance(r, h, s, t->attr, false, now);
 	return 0;
 }
 
@@ -208,11 +208,10 @@ static int relay_tx_continue(Relay *r, RelayTxContext *t, uint64_t now)
 	 * id) is unique among live sessions, so then it is the lookup's. */
 	h = t->hint;
 	s = session_table_get(r->sessions, h);
-	if (!s || s->client_id != t->client->id || s->client_comm_id != local || !local)
+	if (!s || s->client_id != t->client->id || s->client_comm_id != local || !local) {
 		h = local ? session_table_lookup_client_comm_id(r->sessions, t->client->id, local) : 0;
-	if (!h)
-		return relay_tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
-	s = session_table_get(r->sessions, h);
+		s = h ? session_table_get(r->sessions, h) : NULL;
+	}
 	if (!s)
 		return relay_tx_fail(t, TX_REJECT_NO_SESSION, -ENOENT);
 	t->wire_id = s->wire_id;
@@ -224,7 +223,7 @@ static int relay_tx_continue(Relay *r, RelayTxContext *t, uint64_t now)
 	/* Messages that start an exchange carry the wire id in their TID. */
 	if (t->attr == CM_ATTR_DREQ || t->attr == CM_ATTR_LAP)
 		cm_set_tid_low(mad, s->wire_id);
-	relay_session_advance(r, h, t->attr, false, now);
+	relay_session_advance(r, h, s, t->attr, false, now);
 	return 0;
 }
 

@@ -17,7 +17,7 @@
 #include "relay-internal.h"
 #include "util.h"
 
-uint64_t relay_now(const Relay *r)
+uint64_t relay_clock_now(const Relay *r)
 {
 	uint64_t now;
 
@@ -50,16 +50,12 @@ void relay_mark_dirty(Relay *r, RelayClient *c)
 	g_ptr_array_add(r->dirty, c);
 }
 
-RelayClient *relay_client_lookup(Relay *r, uint32_t id)
+RelayClient *relay_client_lookup_table(Relay *r, uint32_t id)
 {
-	RelayClient **slot = &r->client_cache[id & (RELAY_CLIENT_CACHE_SLOTS - 1)];
-	RelayClient *c = *slot;
+	RelayClient *c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(id));
 
-	if (c && c->id == id)
-		return c;
-	c = g_hash_table_lookup(r->clients, GUINT_TO_POINTER(id));
 	if (c)
-		*slot = c;
+		r->client_cache[id & (RELAY_CLIENT_CACHE_SLOTS - 1)] = c;
 	return c;
 }
 
