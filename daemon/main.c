@@ -445,6 +445,9 @@ static void daemon_reexec(Daemon *d)
 			  d->opt.exe ? d->opt.exe : "the daemon", strerror(errno));
 		return;
 	}
+	/* The senders end (no zombie outlives the exec), and the answers to
+	 * the MADs they were writing go out with the rest. */
+	relay_finish_sends(d->relay);
 	relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 	reexec_add(&x, "main", d->listen_fd);
 	if (d->control_copy >= 0)
@@ -495,6 +498,8 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 	(void)si;
 	if (fd_store_enabled()) {
 		d->handing_off = true;
+		/* The answers to MADs still being written go out with the rest. */
+		relay_finish_sends(d->relay);
 		relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 		log_info("stopping: the clients, their GIDs and sessions stay in the fd store "
 			 "for the next start");

@@ -220,13 +220,18 @@ static UmadSendDest *umad_sender_pop_ready(UmadSender *s)
  */
 static G_GNUC_NORETURN void umad_sender_process_main(const UmadPort *port, int sock, pid_t parent)
 {
+	static const int daemon_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
 	UmadSendFd fd = { .fd = -1 };
 	UmadBuffer buf;
 	sigset_t none;
 	int32_t r;
 
-	/* The loop blocks the signals it reads from a signalfd; a sender
-	 * keeps the default actions, so that SIGTERM from systemd ends it. */
+	/* The daemon's signals are the daemon's: systemd's SIGTERM reaches
+	 * every process of the unit, and a sender ends only when the daemon
+	 * closes its socket, after the write it is in, whose result the
+	 * daemon then passes on before it exits or hands over. */
+	for (size_t i = 0; i < G_N_ELEMENTS(daemon_signals); i++)
+		(void)signal(daemon_signals[i], SIG_IGN);
 	sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	/* It holds a umad fd and an agent of the port: never past the daemon. */

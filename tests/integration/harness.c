@@ -306,6 +306,57 @@ void daemon_restart(Daemon *d)
 	daemon_spawn(d, true);
 }
 
+/* The process state letter of @pid ('R', 'S', 'Z', ...), and its parent. */
+static bool proc_stat(int pid, char *state, int *ppid)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);
+	g_autofree char *stat = NULL;
+	const char *close_paren;
+
+	if (!g_file_get_contents(path, &stat, NULL, NULL))
+		return false;
+	/* "pid (comm) state ppid ...": comm may hold anything but the last ')'. */
+	close_paren = strrchr(stat, ')');
+	return close_paren && sscanf(close_paren + 1, " %c %d", state, ppid) == 2;
+}
+
+GArray *daemon_children(const Daemon *d)
+{
+	GArray *pids = g_array_new(FALSE, FALSE, sizeof(int));
+	g_autoptr(GDir) dir = g_dir_open("/proc", 0, NULL);
+	const char *name;
+
+	g_assert_nonnull(dir);
+	while ((name = g_dir_read_name(dir))) {
+		int pid = atoi(name), ppid;
+		char state;
+
+		if (pid > 0 && proc_stat(pid, &state, &ppid) && ppid == d->pid)
+			g_array_append_val(pids, pid);
+	}
+	return pids;
+}
+
+bool pid_running(int pid)
+{
+	int ppid;
+	char state;
+
+	return proc_stat(pid, &state, &ppid) && state != 'Z' && state != 'X';
+}
+
+int daemon_threads(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)d->pid);
+	g_autofree char *status = NULL;
+	const char *line;
+
+	g_assert_true(g_file_get_contents(path, &status, NULL, NULL));
+	line = strstr(status, "\nThreads:");
+	g_assert_nonnull(line);
+	return atoi(line + strlen("\nThreads:"));
+}
+
 unsigned daemon_open_fds(const Daemon *d)
 {
 	g_autofree char *path = g_strdup_printf("/proc/%d/fd", (int)d->pid);

@@ -72,6 +72,12 @@ void daemon_kill(Daemon *d);
 void daemon_restart(Daemon *d);
 void daemon_free(Daemon *d);
 
+/* The daemon's child processes (its senders), zombies included. */
+GArray *daemon_children(const Daemon *d);
+/* Whether @pid runs (a zombie waiting for its reaper does not). */
+bool pid_running(int pid);
+/* The daemon's threads (/proc's count). */
+int daemon_threads(const Daemon *d);
 /* The daemon's open fds, and its CPU time so far in seconds. */
 unsigned daemon_open_fds(const Daemon *d);
 double daemon_cpu_seconds(const Daemon *d);

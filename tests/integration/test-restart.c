@@ -144,6 +144,19 @@ static void bounce(Fixture *f, int sig)
 		/* The same process, a new image. */
 		g_assert_cmpint(f->da->pid, ==, pid);
 		g_assert_cmpint(kill(pid, 0), ==, 0);
+		/* The old image's senders were reaped before the exec: its
+		 * children are the new image's eight senders, no zombie. */
+		for (i = 0; i < 500; i++) {
+			g_autoptr(GArray) kids = daemon_children(f->da);
+			unsigned running = 0;
+
+			for (guint k = 0; k < kids->len; k++)
+				running += pid_running(g_array_index(kids, int, k));
+			if (kids->len == 8 && running == 8)
+				break;
+			g_usleep(10000);
+		}
+		g_assert_cmpint(i, <, 500);
 		return;
 	}
 	if (sig == SIGKILL)

@@ -15,11 +15,13 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,10 +60,12 @@ struct simfd {
 	char fifo_name[128];
 	char fifo_path[PATH_MAX];
 	struct agent agents[MAX_AGENTS];
-	/* The port's fault generator, shared by every fd of this process on
-	 * that port: the faults follow the order of the port's sends, however
-	 * many fds a program sends on (the soak replays them from the seed). */
-	struct sim_rng *rng;
+	/* The port's fault generator, shared by every fd of this process and
+	 * of the children it forks after opening the port (a daemon's sender
+	 * processes): the faults follow the order of the port's sends, however
+	 * many fds and processes a program sends from (the soak replays them
+	 * from the seed). */
+	struct port_rng *rng;
 	bool has_stash;
 	uint8_t stash[SIM_PKT_SIZE];
 	uint32_t stall_served; /* the last `stall` this fd slept for */
@@ -92,7 +96,7 @@ union pkt {
 
 static struct {
 	pthread_mutex_t lock;
-	GHashTable *port_rngs; /* "CA/PORT" -> struct sim_rng */
+	GHashTable *port_rngs; /* "CA/PORT" -> struct port_rng (shared mapping) */
 	bool init_done;
 	int init_rc;
 	char *dir;
@@ -539,20 +543,44 @@ static int make_fifo_fd(struct simfd *s)
 		return -errno;
 	return 0;
 }
-/* The fault generator of port @salt ("CA/PORT") in this process. */
-static struct sim_rng *port_rng(const char *salt)
+/* A port's fault generator in memory shared with forked children, and
+ * the lock that makes each decision one step of the one sequence. */
+struct port_rng {
+	int lock;
+	struct sim_rng rng;
+};
+
+static void port_rng_unmap(gpointer p)
 {
-	struct sim_rng *r;
+	munmap(p, sizeof(struct port_rng));
+}
+
+/* The fault generator of port @salt ("CA/PORT") in this process. */
+static struct port_rng *port_rng(const char *salt)
+{
+	struct port_rng *r;
 
 	if (!S.port_rngs)
-		S.port_rngs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+		S.port_rngs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, port_rng_unmap);
 	r = g_hash_table_lookup(S.port_rngs, salt);
 	if (!r) {
-		r = g_new0(struct sim_rng, 1);
-		sim_rng_seed(r, S.faults.seed, salt);
+		r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (r == MAP_FAILED)
+			abort();
+		sim_rng_seed(&r->rng, S.faults.seed, salt);
 		g_hash_table_insert(S.port_rngs, g_strdup(salt), r);
 	}
 	return r;
+}
+
+/* The next fault decision of @r: a spin lock, since the holder may be
+ * another process (it holds it for a few instructions). */
+static void port_rng_decide(struct port_rng *r, struct sim_fault_decision *d)
+{
+	while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	sim_faults_decide(&S.faults, &r->rng, d);
+	__atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
 }
 
 
@@ -1076,7 +1104,7 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 			return -ENODATA;
 	}
 	if (S.faults.any) {
-		sim_faults_decide(&S.faults, s->rng, &d);
+		port_rng_decide(s->rng, &d);
 		if (d.fail_errno)
 			return -d.fail_errno;
 	}
