@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -110,6 +111,14 @@ bool harness_socket_serves(const char *path)
 
 /* Start @d; unless @wait is false, wait until it serves (or is ready, under
  * a supervisor). */
+/* In the daemon's child, before exec: a test that fails (abort) leaves no
+ * daemon behind, nor the daemon's senders. */
+static void die_with_the_test(gpointer unused)
+{
+	(void)unused;
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static void daemon_spawn(Daemon *d, bool wait)
 {
 	g_autoptr(GError) err = NULL;
@@ -174,12 +183,12 @@ static void daemon_spawn(Daemon *d, bool wait)
 			g_ptr_array_add(argv, *a);
 		g_ptr_array_add(argv, NULL);
 		if (!g_spawn_async_with_fds(NULL, (char **)argv->pdata, envp,
-					    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, NULL,
-					    NULL, &d->pid, -1, fd, fd, &err))
+					    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH,
+					    die_with_the_test, NULL, &d->pid, -1, fd, fd, &err))
 			g_error("cannot start rdmacm-mux under %s: %s", wrapper, err->message);
 		g_ptr_array_unref(argv);
-	} else if (!g_spawn_async_with_fds(NULL, d->argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-					   NULL, &d->pid, -1, fd, fd, &err)) {
+	} else if (!g_spawn_async_with_fds(NULL, d->argv, envp, G_SPAWN_DO_NOT_REAP_CHILD,
+					   die_with_the_test, NULL, &d->pid, -1, fd, fd, &err)) {
 		g_error("cannot start rdmacm-mux: %s", err->message);
 	}
 	close(fd);
