@@ -57,6 +57,38 @@ static int cmp_int64(gconstpointer a, gconstpointer b)
 }
 
 /*
+ * REQs from @u to @n unreachable GIDs, ::ffff:10.0.5.@first and on, with
+ * comm ids from @comm_id; their tickets in @tickets. The daemon is not
+ * waited for.
+ */
+static void send_to_nowhere(Fixture *f, Vm *u, unsigned first, unsigned n, uint32_t comm_id,
+			    uint32_t *tickets)
+{
+	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
+	uint8_t mad[256];
+
+	for (unsigned i = 0; i < n; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", first + i);
+
+		gid_parse(text, addr.gid);
+		mad_build_req(mad, comm_id + i, u->gid, addr.gid, ++f->tid);
+		g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[i]),
+				==, 0);
+	}
+}
+
+/* Each of @u's @n tickets is answered within @timeout_ms, with @error. */
+static void expect_answers(Vm *u, const uint32_t *tickets, unsigned n, int timeout_ms, int error)
+{
+	struct rdmacm_mux_response resp;
+
+	for (unsigned i = 0; i < n; i++) {
+		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], timeout_ms, &resp), ==, 0);
+		g_assert_cmpint(resp.error, ==, error);
+	}
+}
+
+/*
  * Ten REQs to ten unreachable GIDs are in flight (each write waits a
  * second); meanwhile another client's requests are answered at once, and
  * the ten fail with ETIMEDOUT as before.
@@ -66,8 +98,6 @@ UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup
 	Vm *u = vm_new(f->da, "::ffff:10.0.1.3", "u");
 	Vm *a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
 	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
-	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
-	struct rdmacm_mux_response resp;
 	struct rdmacm_mux_inbound in;
 	uint32_t tickets[UNREACHABLE];
 	int64_t took[5];
@@ -75,16 +105,7 @@ UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup
 	g_autofree char *out = NULL;
 	(void)data;
 
-	for (unsigned i = 0; i < UNREACHABLE; i++) {
-		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
-		uint8_t nowhere[16];
-
-		gid_parse(text, nowhere);
-		memcpy(addr.gid, nowhere, 16);
-		mad_build_req(mad, 0x100 + i, u->gid, nowhere, ++f->tid);
-		g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[i]),
-				==, 0);
-	}
+	send_to_nowhere(f, u, 1, UNREACHABLE, 0x100, tickets);
 	/* Let the daemon take them in and start the writes. */
 	(void)rdmacm_mux_process(u->mux);
 	g_usleep(100000);
@@ -106,10 +127,7 @@ UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup
 	g_assert_cmpint(took[4], <, 900000); /* never a whole address timeout */
 
 	/* The ten still get their answer, each the kernel's error. */
-	for (unsigned i = 0; i < UNREACHABLE; i++) {
-		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], 20000, &resp), ==, 0);
-		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
-	}
+	expect_answers(u, tickets, UNREACHABLE, 20000, -ETIMEDOUT);
 	vm_free(u);
 	vm_free(a1);
 	vm_free(b1);
@@ -186,14 +204,12 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 	Vm *u = vm_new(f->da, "::ffff:10.0.1.3", "u");
 	Vm *a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
 	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
-	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
-	struct rdmacm_mux_response resp;
 	struct rdmacm_mux_inbound in;
 	g_autoptr(GArray) before = daemon_children(f->da);
 	g_autoptr(GArray) after = NULL;
 	g_autoptr(GArray) third = NULL;
 	uint32_t tickets[2];
-	uint8_t mad[256], nowhere[16];
+	uint8_t mad[256];
 	g_autofree char *out = NULL;
 	Daemon *dc;
 	(void)data;
@@ -202,25 +218,14 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 	g_assert_cmpuint(before->len, ==, 8); /* --senders' default */
 
 	/* Two writes that wait a second each, in two senders. */
-	for (unsigned i = 0; i < G_N_ELEMENTS(tickets); i++) {
-		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
-
-		gid_parse(text, nowhere);
-		memcpy(addr.gid, nowhere, 16);
-		mad_build_req(mad, 0x300 + i, u->gid, nowhere, ++f->tid);
-		g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[i]),
-				==, 0);
-	}
+	send_to_nowhere(f, u, 1, G_N_ELEMENTS(tickets), 0x300, tickets);
 	(void)rdmacm_mux_process(u->mux);
 	g_usleep(200000);
 	for (unsigned i = 0; i < before->len; i++)
 		g_assert_cmpint(kill(g_array_index(before, int, i), SIGKILL), ==, 0);
 	/* Their MADs fail now (the write may or may not have been made),
 	 * well before the second that the writes would have taken. */
-	for (unsigned i = 0; i < G_N_ELEMENTS(tickets); i++) {
-		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], 5000, &resp), ==, 0);
-		g_assert_cmpint(resp.error, ==, -EIO);
-	}
+	expect_answers(u, tickets, G_N_ELEMENTS(tickets), 5000, -EIO);
 
 	/* Eight new senders, and the old ones reaped (no zombies). */
 	for (int i = 0; i < 250; i++) {
@@ -249,12 +254,8 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 	mad_build_req(mad, 0x310, a1->gid, b1->gid, ++f->tid);
 	g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
 	vm_expect(b1, CM_REQ, &in);
-	gid_parse("::ffff:10.0.5.9", nowhere);
-	memcpy(addr.gid, nowhere, 16);
-	mad_build_req(mad, 0x311, u->gid, nowhere, ++f->tid);
-	g_assert_cmpint(rdmacm_mux_send_mad(u->mux, u->gid, &addr, mad, 256, &tickets[0]), ==, 0);
-	g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[0], 5000, &resp), ==, 0);
-	g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
+	send_to_nowhere(f, u, 9, 1, 0x311, tickets);
+	expect_answers(u, tickets, 1, 5000, -ETIMEDOUT);
 	vm_free(u);
 	vm_free(a1);
 	vm_free(b1);
