@@ -301,6 +301,10 @@ void metrics_format(const MetricsSnapshot *m, GString *out)
 		    m->client_queued_frames_max);
 	page_single(&p, "rdmacm_mux_sender_queued_mads", "gauge",
 		    "MADs handed to the sender processes and not written yet.", m->sender_queued);
+	page_single(&p, "rdmacm_mux_sender_written_mads_total", "counter",
+		    "MADs the sender processes wrote (first MADs to a destination, and to one "
+		    "that was slow), since this process started.",
+		    m->sender_written);
 
 	/* The control socket. */
 	page_single(&p, "rdmacm_mux_control_trace_readers", "gauge",
@@ -354,6 +358,7 @@ void metrics_snapshot(Relay *relay, const ControlConfig *cfg, const ControlStats
 		.session_memory_bytes = relay_session_memory(relay),
 		.counters = *relay_counters(relay),
 		.sender_queued = relay_sender_queued(relay),
+		.sender_written = relay_sender_written(relay),
 		.control = *stats,
 		.max_trace_readers = cfg->max_trace_readers,
 	};

@@ -43,6 +43,7 @@ typedef struct MetricsSnapshot {
 	uint64_t client_queued_frames;	   /* frames waiting for all clients */
 	uint32_t client_queued_frames_max; /* for the client with the most */
 	uint32_t sender_queued;		   /* MADs with the sender processes */
+	uint64_t sender_written;	   /* MADs they wrote, since the start */
 	ControlStats control;
 	uint32_t max_trace_readers;
 } MetricsSnapshot;

@@ -872,6 +872,11 @@ uint32_t relay_sender_queued(const Relay *r)
 	return r->sender ? umad_sender_pending(r->sender) : 0;
 }
 
+uint64_t relay_sender_written(const Relay *r)
+{
+	return r->sender ? umad_sender_written(r->sender) : 0;
+}
+
 const RelayCounters *relay_counters(const Relay *r)
 {
 	return r->counters;

@@ -147,6 +147,8 @@ const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
 /* MADs with the sender processes, not written yet (0 without senders). */
 uint32_t relay_sender_queued(const Relay *r);
+/* MADs the sender processes wrote since this process started (0 without). */
+uint64_t relay_sender_written(const Relay *r);
 
 typedef struct RelayClient RelayClient;
 typedef struct Session Session;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +73,7 @@ struct UmadSender {
 	 * a hash lookup of a 20-byte key is most of what that costs. */
 	UmadSendDest *recent[UMAD_SENDER_RECENT];
 	unsigned pending;
+	uint64_t written; /* MADs the sender processes wrote, since the start */
 	UmadSenderWorker *workers; /* cfg.senders slots */
 	unsigned live;		   /* slots with a process */
 	UmadSendDest *ready_head, *ready_tail; /* destinations with a MAD to hand out */
@@ -189,6 +191,11 @@ unsigned umad_sender_pending(const UmadSender *s)
 	return s->pending;
 }
 
+uint64_t umad_sender_written(const UmadSender *s)
+{
+	return s->written;
+}
+
 /* ---- the sender processes ---- */
 
 static void umad_sender_push_ready(UmadSender *s, UmadSendDest *d)
@@ -242,7 +249,15 @@ static G_GNUC_NORETURN void umad_sender_process_main(const UmadPort *port, int s
 	 * of the port's fd its CM agent. */
 	if (sock != UMAD_SENDER_SOCK_FD && dup2(sock, UMAD_SENDER_SOCK_FD) < 0)
 		_exit(1);
-	(void)close_range(UMAD_SENDER_SOCK_FD + 1, ~0u, 0);
+	if (close_range(UMAD_SENDER_SOCK_FD + 1, ~0u, 0) < 0) {
+		/* A kernel before 5.9, or a filter that refuses it. */
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+			_exit(1);
+		for (rlim_t n = UMAD_SENDER_SOCK_FD + 1; n < rl.rlim_cur; n++)
+			(void)close((int)n);
+	}
 	r = umad_port_open_send_fd(port, &fd);
 	if (send(UMAD_SENDER_SOCK_FD, &r, sizeof(r), MSG_NOSIGNAL) != sizeof(r) || r < 0)
 		_exit(1);
@@ -305,7 +320,8 @@ static void umad_sender_reap(UmadSender *s, UmadSenderWorker *w)
 	w->src = sd_event_source_disable_unref(w->src);
 	close(w->sock);
 	w->sock = -1;
-	/* Its socket is closed, so a live process ends at its next read. */
+	/* Mostly it is gone already (its socket ended); one that broke the
+	 * protocol may not be. */
 	(void)kill(w->pid, SIGKILL);
 	(void)waitpid(w->pid, NULL, 0);
 	w->pid = 0;
@@ -338,7 +354,38 @@ static uint64_t umad_sender_now(UmadSender *s)
 	return now;
 }
 
-/* Take @w's job back from it, finished with @result. */
+/*
+ * @d's write by a sender just went through: the MADs queued behind it go
+ * out from the loop now, in order, as new MADs to @d will
+ * (umad_sender_route()). Handed to the senders one at a time instead, they
+ * would keep @d's queue from ever draining while its client keeps sending
+ * (each new MAD waits behind the last), and @d would stay on the slow path
+ * for good: after a restart, every destination did, at a third of the rate.
+ * Return: the jobs written, in order, to be finished after the first one.
+ */
+static UmadSendJob *umad_sender_write_queued(UmadSender *s, UmadSendDest *d)
+{
+	UmadSendJob *list = NULL, **tail = &list;
+
+	while (d->head) {
+		UmadSendJob *job = d->head;
+
+		d->head = job->next;
+		if (!d->head)
+			d->tail = NULL;
+		job->next = NULL;
+		job->result = umad_port_send(s->port, &job->buf, job->len);
+		*tail = job;
+		tail = &job->next;
+		/* A failure is for the senders to retry the rest with. */
+		if (job->result < 0)
+			break;
+	}
+	return list;
+}
+
+/* Take @w's job back from it, finished with @result; a success takes the
+ * MADs queued behind it along (umad_sender_write_queued()). */
 static UmadSendJob *umad_sender_take_job(UmadSender *s, UmadSenderWorker *w, int result)
 {
 	UmadSendJob *job = w->job;
@@ -346,10 +393,10 @@ static UmadSendJob *umad_sender_take_job(UmadSender *s, UmadSenderWorker *w, int
 
 	w->job = NULL;
 	d->busy = false;
+	job->result = result;
+	job->next = result == 0 && !s->stopping ? umad_sender_write_queued(s, d) : NULL;
 	if (d->head && !d->ready)
 		umad_sender_push_ready(s, d);
-	job->result = result;
-	job->next = NULL;
 	return job;
 }
 
@@ -453,6 +500,7 @@ static int umad_sender_on_worker(sd_event_source *src, int fd, uint32_t revents,
 			w->started = true;
 		}
 	} else if (w->job) {
+		s->written++;
 		umad_sender_finish(s, umad_sender_take_job(s, w, result), umad_sender_now(s));
 	} else {
 		umad_sender_lost(s, w, "answered nothing asked");

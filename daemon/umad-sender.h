@@ -96,5 +96,7 @@ void umad_sender_note(UmadSender *s, UmadSendDest *dest, int result, uint64_t no
 int umad_sender_queue(UmadSender *s, UmadSendJob *job);
 /* Jobs queued and not finished yet. */
 unsigned umad_sender_pending(const UmadSender *s);
+/* MADs the sender processes wrote since the start. */
+uint64_t umad_sender_written(const UmadSender *s);
 
 #endif /* RDMACM_MUX_UMAD_SENDER_H */

@@ -236,6 +236,14 @@ main_mode() {
 	echo "=== the sandbox: umad nodes and nothing else"
 	pid=$(prop $UNIT MainPID)
 	cg=$(prop $UNIT ControlGroup)
+	# The sender processes start under the unit's sandbox (fork, prctl,
+	# close_range, a umad fd of their own), and the daemon stays one thread.
+	check "the unit's cgroup holds the daemon and its 8 senders" \
+		eval '[ "$(wc -l <"/sys/fs/cgroup$cg/cgroup.procs")" -eq 9 ]'
+	check "the daemon is one thread" \
+		eval '[ "$(awk "/^Threads:/ {print \$2}" /proc/$pid/status)" -eq 1 ]'
+	check "no sender process failed" \
+		eval '! journalctl -b --no-pager -o cat -u $UNIT | grep -q "sender process"'
 	# Into the unit's cgroup (its device filter) and its mount namespace
 	# (its private /dev): the sandbox the running daemon has.
 	sh -c 'echo $$ >"/sys/fs/cgroup$1/cgroup.procs" && exec nsenter -t "$2" -m /bin/bash "$3"' \

@@ -5,7 +5,8 @@
 # the kernel fail the send; the daemon reports the error to that client
 # (pingpong: "sending REQ failed", exit 1; a QEMU client: a non-zero
 # err_code in the RESP), counts it as "tx refused, send-failed", and keeps
-# serving: a handshake after it works.
+# serving: a handshake after it works. The writes that waited were the
+# sender processes': the daemon stays one thread.
 # vm-needs: rdmacm-mux rdmacm-mux-pingpong rdmacm-mux-qemu-client
 # shellcheck source-path=SCRIPTDIR source=../guest-lib.sh
 . /vm/guest-lib.sh
@@ -26,6 +27,14 @@ vm_has a2 "sending REQ failed: "
 vm_qemu_client q3 muxA 10.0.1.3 connect "$G09"
 vm_client_fails q3
 vm_has q3 "sending REQ failed: err_code -"
+
+# The real kernel's failed writes were made by sender processes: the
+# daemon is one thread with its eight senders beside it, and none died.
+pid=$(cat /tmp/muxA.pid)
+vm_check "muxA is one thread" [ "$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")" -eq 1 ]
+kids=$(grep -l "^PPid:[[:space:]]*$pid\$" /proc/[0-9]*/status 2>/dev/null | wc -l)
+vm_check "muxA has its 8 sender processes (got $kids)" [ "$kids" -eq 8 ]
+vm_check "no sender process of muxA failed" sh -c '! grep -q "sender process" /tmp/muxA.err'
 
 # The daemon is still there and serving.
 vm_pingpong a1 muxA 10.0.1.1 connect "$G21"
