@@ -384,8 +384,25 @@ static UmadSendJob *umad_sender_write_queued(UmadSender *s, UmadSendDest *d)
 	return list;
 }
 
-/* Take @w's job back from it, finished with @result; a success takes the
- * MADs queued behind it along (umad_sender_write_queued()). */
+/*
+ * @d did not answer: the MADs queued behind the one that found out fail
+ * the same way at once, as new ones to @d do for a while (the negative
+ * cache), instead of waiting their turn for a sender and the same timeout
+ * each. Return: those jobs, in order.
+ */
+static UmadSendJob *umad_sender_fail_queued(UmadSendDest *d, int err)
+{
+	UmadSendJob *list = d->head;
+
+	for (UmadSendJob *j = list; j; j = j->next)
+		j->result = err;
+	d->head = d->tail = NULL;
+	return list;
+}
+
+/* Take @w's job back from it, finished with @result; the MADs queued
+ * behind it go along when @result says how they would go
+ * (umad_sender_write_queued(), umad_sender_fail_queued()). */
 static UmadSendJob *umad_sender_take_job(UmadSender *s, UmadSenderWorker *w, int result)
 {
 	UmadSendJob *job = w->job;
@@ -394,7 +411,11 @@ static UmadSendJob *umad_sender_take_job(UmadSender *s, UmadSenderWorker *w, int
 	w->job = NULL;
 	d->busy = false;
 	job->result = result;
-	job->next = result == 0 && !s->stopping ? umad_sender_write_queued(s, d) : NULL;
+	job->next = NULL;
+	if (result == 0 && !s->stopping)
+		job->next = umad_sender_write_queued(s, d);
+	else if (umad_sender_unreachable(result))
+		job->next = umad_sender_fail_queued(d, result);
 	if (d->head && !d->ready)
 		umad_sender_push_ready(s, d);
 	return job;

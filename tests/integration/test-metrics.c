@@ -752,6 +752,39 @@ UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_
 	}
 }
 
+/*
+ * MADs queued behind one to a destination that does not answer fail with
+ * it, as new ones to it do for a while (the negative cache): one write
+ * waits for the address, not one per MAD (they took 5 s each, in turn).
+ */
+UNIT_FIXTURE_TEST("/metrics/sender-unreachable-once", NULL, unreachable_setup,
+		  test_sender_unreachable_once)
+{
+	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
+	struct rdmacm_mux_response resp;
+	g_autoptr(PromPage) p = NULL;
+	uint32_t tickets[UNREACHABLE];
+	uint8_t mad[256];
+	(void)data;
+
+	gid_parse("::ffff:10.0.5.1", addr.gid);
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		mad_build_req(mad, 0x400 + i, f->a1->gid, addr.gid, 0xa00 + i);
+		g_assert_cmpint(rdmacm_mux_send_mad(f->a1->mux, f->a1->gid, &addr, mad, 256,
+						    &tickets[i]),
+				==, 0);
+	}
+	for (unsigned i = 0; i < UNREACHABLE; i++) {
+		g_assert_cmpint(rdmacm_mux_wait(f->a1->mux, tickets[i], 20000, &resp), ==, 0);
+		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
+	}
+	p = page_read(f->da, NULL);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_written_mads_total", NULL), ==, 1);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_tx_refused_total",
+					  (const char *const[]){ "reason", "send-failed", NULL }),
+			  ==, UNREACHABLE);
+}
+
 #define BURST 64 /* the client library's most requests in flight */
 
 /*
