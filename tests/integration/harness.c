@@ -109,8 +109,6 @@ bool harness_socket_serves(const char *path)
 	return ok;
 }
 
-/* Start @d; unless @wait is false, wait until it serves (or is ready, under
- * a supervisor). */
 /* In the daemon's child, before exec: a test that fails (abort) leaves no
  * daemon behind, nor the daemon's senders. */
 static void die_with_the_test(gpointer unused)
@@ -119,6 +117,8 @@ static void die_with_the_test(gpointer unused)
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
+/* Start @d; unless @wait is false, wait until it serves (or is ready, under
+ * a supervisor). */
 static void daemon_spawn(Daemon *d, bool wait)
 {
 	g_autoptr(GError) err = NULL;

@@ -543,6 +543,7 @@ static int make_fifo_fd(struct simfd *s)
 		return -errno;
 	return 0;
 }
+
 /* A port's fault generator in memory shared with forked children, and
  * the lock that makes each decision one step of the one sequence. */
 struct port_rng {
