@@ -17,6 +17,9 @@
 #define ATTACKER_GID "::ffff:10.0.9.1"
 /* Longer than the GID table's minimum re-read interval. */
 #define GID_RELOAD_WAIT_USEC 150000
+/* Longer than the daemon's GID epoch (RELAY_GID_EPOCH_USEC, 10 ms): an
+ * entry used within the last epoch is not read again before the next. */
+#define GID_EPOCH_WAIT_USEC 20000
 
 static const char *const flood_opts[] = { "--max-queue", "32", "--max-half-open", "64",
 					  "--max-half-open-per-peer", "16", "--max-sessions", "64",
@@ -340,6 +343,8 @@ UNIT_FIXTURE_TEST("/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_
 	y = vm_new(f->da, "::ffff:10.0.7.7", "y"); /* not in the table yet */
 	fabric_cli(f->fabric, "del-gid", (const char *const[]){ "simA", "1", "::ffff:10.0.1.1", NULL });
 	fabric_cli(f->fabric, "add-gid", (const char *const[]){ "simA", "1", "::ffff:10.0.7.7", NULL });
+	/* a1's last send may have checked index 2 within the last epoch. */
+	g_usleep(GID_EPOCH_WAIT_USEC);
 
 	mad_build_req(mad, 0xa3, f->a1->gid, f->b1->gid, ++f->tid);
 	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, -EADDRNOTAVAIL);
