@@ -600,10 +600,10 @@ static void raise_fd_limit(void)
 }
 
 /*
- * Every client holds an fd; so do stdio, the umad port and each sender
- * process's socket, the two listening sockets, the control connections, the event
- * loop and the pcap file. A --max-clients that the fd limit cannot hold
- * would end in EMFILE for everyone: clamp it, and say so.
+ * Every client holds an fd; so do stdio, the umad port, each sender
+ * process's socket, the two listening sockets, the control connections,
+ * the event loop and the pcap file. A --max-clients that the fd limit
+ * cannot hold would end in EMFILE for everyone: clamp it, and say so.
  */
 static void clamp_max_clients(Options *o)
 {

@@ -25,6 +25,7 @@
 #include "handoff-state.h"
 #include "relay.h"
 #include "umad-sender.h"
+#include "util.h"
 
 #define RELAY_UMAD_BATCH 256  /* inbound MADs per wake-up, for fairness */
 #define RELAY_CLIENT_BATCH 64 /* client frames per wake-up, for fairness */
@@ -149,14 +150,15 @@ void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 
 /* ---- relay.c ---- */
 
-/* relay_now() outside a dispatch, or for the driver: the clock's now. */
-uint64_t relay_clock_now(const Relay *r);
-/* The loop's notion of now (monotonic usec): one value per dispatch. */
+/* The loop's notion of now (monotonic usec): one value per dispatch
+ * (inline: every MAD asks). */
 static inline uint64_t relay_now(const Relay *r)
 {
-	if (r->dispatch_now && !r->driver_now)
+	if (r->driver_now)
+		return r->driver_now;
+	if (r->dispatch_now)
 		return r->dispatch_now;
-	return relay_clock_now(r);
+	return event_now_usec(r->event);
 }
 /*
  * Start the GID epoch of a dispatch: the loop's clock in steps of

@@ -17,21 +17,6 @@
 #include "relay-internal.h"
 #include "util.h"
 
-uint64_t relay_clock_now(const Relay *r)
-{
-	uint64_t now;
-
-	if (r->driver_now)
-		return r->driver_now;
-	/* sd_event_now() is the same for the whole of one dispatch */
-	if (r->dispatch_now)
-		return r->dispatch_now;
-	/* sd_event_now() fails before the loop first runs */
-	if (sd_event_now(r->event, CLOCK_MONOTONIC, &now) < 0)
-		now = now_usec();
-	return now;
-}
-
 /* ---- clients ---- */
 
 void relay_next_gid_epoch(Relay *r)

@@ -345,15 +345,6 @@ static void umad_sender_finish(UmadSender *s, UmadSendJob *list, uint64_t now)
 	umad_sender_prune(s, now);
 }
 
-static uint64_t umad_sender_now(UmadSender *s)
-{
-	uint64_t now;
-
-	if (sd_event_now(s->event, CLOCK_MONOTONIC, &now) < 0)
-		now = now_usec();
-	return now;
-}
-
 /*
  * @d's write by a sender just went through: the MADs queued behind it go
  * out from the loop now, in order, as new MADs to @d will
@@ -442,7 +433,7 @@ static void umad_sender_cancel_queued(UmadSender *s, int err)
 		d->ready = false;
 	}
 	s->ready_head = s->ready_tail = NULL;
-	umad_sender_finish(s, left, umad_sender_now(s));
+	umad_sender_finish(s, left, event_now_usec(s->event));
 }
 
 /*
@@ -465,7 +456,7 @@ static void umad_sender_lost(UmadSender *s, UmadSenderWorker *w, const char *why
 		log_warning("sender process %d on %s port %d %s; process %d replaces it", (int)pid,
 			    s->port->dev, s->port->port, why, (int)w->pid);
 	if (job)
-		umad_sender_finish(s, job, umad_sender_now(s));
+		umad_sender_finish(s, job, event_now_usec(s->event));
 	if (s->live == 0 && !s->stopping)
 		umad_sender_cancel_queued(s, -EIO);
 }
@@ -522,7 +513,7 @@ static int umad_sender_on_worker(sd_event_source *src, int fd, uint32_t revents,
 		}
 	} else if (w->job) {
 		s->written++;
-		umad_sender_finish(s, umad_sender_take_job(s, w, result), umad_sender_now(s));
+		umad_sender_finish(s, umad_sender_take_job(s, w, result), event_now_usec(s->event));
 	} else {
 		umad_sender_lost(s, w, "answered nothing asked");
 	}
@@ -650,7 +641,7 @@ void umad_sender_free(UmadSender *s)
 			umad_sender_finish(s,
 					   umad_sender_take_job(s, w,
 								n == sizeof(result) ? result : -EIO),
-					   now_usec());
+					   event_now_usec(s->event));
 		}
 		umad_sender_reap(s, w);
 	}

@@ -51,3 +51,12 @@ uint64_t now_usec(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+uint64_t event_now_usec(sd_event *event)
+{
+	uint64_t now;
+
+	if (sd_event_now(event, CLOCK_MONOTONIC, &now) < 0)
+		now = now_usec();
+	return now;
+}

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include "cm-codec.h"	      /* GID_LEN */
@@ -91,5 +92,8 @@ const char *sysfs_root(void);
 
 /* Monotonic clock in microseconds. */
 uint64_t now_usec(void);
+/* @event's now (one value per dispatch), or now_usec() before its loop
+ * first ran (sd_event_now() fails then). */
+uint64_t event_now_usec(sd_event *event);
 
 #endif /* RDMACM_MUX_UTIL_H */
