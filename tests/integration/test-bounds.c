@@ -191,6 +191,24 @@ UNIT_FIXTURE_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_set
 
 /* ---- the sender processes ---- */
 
+/* The sockets among @pid's open fds. */
+static unsigned sockets_of(int pid)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/fd", pid);
+	g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+	const char *name;
+	unsigned n = 0;
+
+	g_assert_nonnull(dir);
+	while ((name = g_dir_read_name(dir))) {
+		g_autofree char *fd = g_build_filename(path, name, NULL);
+		g_autofree char *target = g_file_read_link(fd, NULL);
+
+		n += target && g_str_has_prefix(target, "socket:");
+	}
+	return n;
+}
+
 /*
  * The daemon is one thread (a second one would tax every system call of
  * the loop) with its sender processes beside it. Killed in the middle of
@@ -248,6 +266,17 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 		g_assert_true(pid_running(g_array_index(after, int, i)));
 		for (unsigned j = 0; j < before->len; j++)
 			g_assert_cmpint(g_array_index(after, int, i), !=, g_array_index(before, int, j));
+	}
+	/* Forked with three clients connected, a new sender keeps none of
+	 * their sockets (nor the listeners): its own only, once it is past
+	 * its first steps. A copy would keep a client's connection up after
+	 * the daemon closed it. */
+	for (unsigned i = 0; i < after->len; i++) {
+		int pid = g_array_index(after, int, i);
+
+		for (int k = 0; k < 250 && sockets_of(pid) != 1; k++)
+			g_usleep(20000);
+		g_assert_cmpuint(sockets_of(pid), ==, 1);
 	}
 	/* A first MAD to a destination goes through a sender: the new ones
 	 * write it, and an unreachable one still fails as the kernel says. */
