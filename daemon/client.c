@@ -23,7 +23,7 @@
  * its memory back when empty.
  */
 #define QUEUE_KEEP_SLOTS 64u
-#define WRITEV_MAX 32
+#define WRITEV_MAX 64
 /* msg_type of a response whose place is kept while its MAD is being sent
  * (no real frame has it: RDMACM_MUX_MSG_TYPE_* are 0 and 1). */
 #define CLIENT_RESERVED_FRAME 0xffffffffu
@@ -76,6 +76,10 @@ void client_deinit(Client *c)
 	c->fd = -1;
 	frame_queue_release(&c->resp);
 	frame_queue_release(&c->mad);
+	free(c->in);
+	c->in = NULL;
+	c->in_cap = 0;
+	c->in_len = c->in_off = 0;
 }
 
 /* ---- input ---- */
@@ -101,23 +105,47 @@ static int client_check_end(Client *c, int waiting)
 	return c->in_error;
 }
 
+/*
+ * Make room for @frames more frames, up to CLIENT_INPUT_FRAMES in all: a
+ * client that keeps more waiting than its buffer holds gets a bigger one.
+ * Only called with no frame handed out still in use (the buffer is empty).
+ */
+static int client_grow_input(Client *c, size_t frames)
+{
+	size_t need = c->in_len / FRAME_SIZE + MAX(frames, 1u);
+	uint32_t cap = c->in_cap ? c->in_cap : CLIENT_INPUT_FRAMES_FIRST;
+	struct rdmacm_mux_msg *in;
+
+	while (cap < need && cap < CLIENT_INPUT_FRAMES)
+		cap *= 2;
+	cap = MIN(cap, CLIENT_INPUT_FRAMES);
+	if (cap == c->in_cap)
+		return 0;
+	in = realloc(c->in, (size_t)cap * FRAME_SIZE);
+	if (!in)
+		return c->in_cap ? 0 : -ENOMEM; /* the old size still works */
+	c->in = in;
+	c->in_cap = cap;
+	return 0;
+}
+
 int client_fill_input(Client *c)
 {
-	uint8_t *buf = (uint8_t *)c->in;
+	uint8_t *buf;
 	size_t room, want;
 	ssize_t n;
-	int waiting = 0;
+	int waiting = 0, e;
 
 	if (c->in_error)
 		return c->in_error;
 	if (c->in_len - c->in_off >= FRAME_SIZE)
 		return 0;
 	if (c->in_off > 0) {
+		buf = (uint8_t *)c->in;
 		memmove(buf, buf + c->in_off, c->in_len - c->in_off);
 		c->in_len -= c->in_off;
 		c->in_off = 0;
 	}
-	room = sizeof(c->in) - c->in_len;
 	/* Whole frames only: a frame half taken from the socket would be lost
 	 * with this process (a crash, a restart), and the successor would
 	 * read the client's stream out of step. The rest stays in the socket. */
@@ -125,11 +153,17 @@ int client_fill_input(Client *c)
 		c->in_error = -errno;
 		return c->in_error;
 	}
+	if ((size_t)waiting >= FRAME_SIZE) {
+		e = client_grow_input(c, (size_t)waiting / FRAME_SIZE);
+		if (e < 0)
+			return e;
+	}
+	buf = (uint8_t *)c->in;
+	room = (size_t)c->in_cap * FRAME_SIZE - c->in_len;
 	want = MIN(room, (size_t)waiting / FRAME_SIZE * FRAME_SIZE);
 	c->input_partial = false;
 	if (want == 0) {
-		int e = client_check_end(c, waiting);
-
+		e = client_check_end(c, waiting);
 		if (e < 0)
 			return e;
 		c->input_partial = waiting > 0;
@@ -200,6 +234,10 @@ bool client_has_partial_input(const Client *c)
 
 unsigned client_peek_frames(const Client *c, const struct rdmacm_mux_msg **ret)
 {
+	if (!c->in) {
+		*ret = NULL;
+		return 0;
+	}
 	*ret = &c->in[c->in_off / FRAME_SIZE];
 	return (unsigned)((c->in_len - c->in_off) / FRAME_SIZE);
 }

@@ -25,8 +25,15 @@
 
 #include "rdmacm-mux-proto.h"
 
-/* Frames one read may take in (and the relay may look at ahead of time). */
-#define CLIENT_INPUT_FRAMES 16
+/*
+ * Frames one read may take in (and the relay may look at ahead of time).
+ * The buffer starts at CLIENT_INPUT_FRAMES_FIRST and grows to this when a
+ * read finds more waiting than fits: a QEMU, which waits for each answer,
+ * keeps the small one; a busy client has 64 frames taken per recv() and
+ * their 64 responses written in one sendmsg().
+ */
+#define CLIENT_INPUT_FRAMES 64
+#define CLIENT_INPUT_FRAMES_FIRST 4
 
 typedef struct FrameQueue {
 	struct rdmacm_mux_msg *frames;
@@ -45,8 +52,9 @@ typedef struct Client {
 	uint64_t connected_usec;
 
 	/* Whole frames sit at multiples of the frame size from the start. */
-	struct rdmacm_mux_msg in[CLIENT_INPUT_FRAMES];
-	size_t in_len; /* bytes in in[] */
+	struct rdmacm_mux_msg *in;
+	uint32_t in_cap; /* frames in[] holds, CLIENT_INPUT_FRAMES at most */
+	size_t in_len;	 /* bytes in in[] */
 	size_t in_off; /* bytes of in[] already handed out */
 	bool input_drained;  /* the last recv() did not fill the buffer */
 	bool input_refilled; /* frames came in since client_take_refill() */

@@ -178,4 +178,42 @@ UNIT_TEST("/client/partial-frame-stays-in-socket", test_partial_frame_stays_in_s
 	pair_close(&p);
 }
 
+/* A client that sends one frame at a time keeps the small buffer; one that
+ * keeps many waiting gets the big one, and each fill takes a whole batch,
+ * in order, with the rest left in the socket. */
+UNIT_TEST("/client/input-grows-for-a-busy-client", test_input_grows_for_a_busy_client)
+{
+	Pair p;
+	const struct rdmacm_mux_msg *peeked;
+	struct rdmacm_mux_msg *f;
+	unsigned next = 0;
+	int waiting = 0;
+
+	pair_open(&p);
+	g_assert_cmpuint(client_peek_frames(&p.c, &peeked), ==, 0);
+	send_frames(p.peer, 0, 1);
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_cmpuint(client_peek_frames(&p.c, &peeked), ==, 1);
+	g_assert_cmpuint(p.c.in_cap, ==, CLIENT_INPUT_FRAMES_FIRST);
+	g_assert_cmpint(client_next_frame(&p.c, &f), ==, 1);
+	g_assert_cmpuint(f->hdr.op_code, ==, next++);
+
+	send_frames(p.peer, next, 100);
+	g_assert_cmpint(client_fill_input(&p.c), ==, 0);
+	g_assert_cmpuint(p.c.in_cap, ==, CLIENT_INPUT_FRAMES);
+	g_assert_cmpuint(client_peek_frames(&p.c, &peeked), ==, CLIENT_INPUT_FRAMES);
+	g_assert_cmpint(ioctl(p.c.fd, FIONREAD, &waiting), ==, 0);
+	g_assert_cmpint(waiting, ==, (101 - 1 - CLIENT_INPUT_FRAMES) * (int)sizeof(*f));
+	/* All 100, in order, over two fills. */
+	while (next < 101) {
+		int r = client_next_frame(&p.c, &f);
+
+		g_assert_cmpint(r, ==, 1);
+		g_assert_cmpuint(f->hdr.op_code, ==, next++);
+	}
+	g_assert_cmpint(client_next_frame(&p.c, &f), ==, 0);
+	g_assert_cmpuint(p.c.in_cap, ==, CLIENT_INPUT_FRAMES);
+	pair_close(&p);
+}
+
 UNIT_TEST_MAIN()
