@@ -56,7 +56,6 @@ typedef struct Shared {
 	uint8_t blast_dgid[16];
 	uint32_t blast_ids;    /* blast to ids[0 .. blast_ids) */
 	uint32_t probe_ready;
-	uint32_t probe_respond; /* probe: answer each request (QEMU pattern) */
 	uint32_t probe_route_n; /* probe: inbound MAD to client RemoteCommID mod this */
 	uint64_t blast_limit;	/* blaster: stop after this many (0: no limit) */
 	uint64_t probe_rx_dropped;

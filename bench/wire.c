@@ -32,8 +32,8 @@
 #include "bench.h"
 
 #define PROBE_MAX_CLIENTS 4096
-#define PROBE_IN_FRAMES 16 /* as the daemon: CLIENT_INPUT_FRAMES */
-#define PROBE_OUT_FRAMES 32 /* as the daemon's writev */
+#define PROBE_IN_FRAMES 64 /* as the daemon: CLIENT_INPUT_FRAMES */
+#define PROBE_OUT_FRAMES 64 /* as the daemon's writev (WRITEV_MAX) */
 
 static int open_cm(const char *ca, int *agent)
 {
@@ -204,6 +204,7 @@ void wire_main(Shared *sh, int ctl_fd)
 typedef struct ProbeClient {
 	int fd;
 	bool dirty;
+	bool waiting_out; /* polled for EPOLLOUT: no room for more answers */
 	size_t in_len;
 	size_t out_len; /* bytes in out[] (a frame cut by a short write stays) */
 	uint8_t in[PROBE_IN_FRAMES * FRAME_SIZE];
@@ -225,11 +226,56 @@ static void probe_flush(ProbeClient *c)
 	c->out_len -= (size_t)w;
 }
 
-static void probe_client_io(Shared *sh, ProbeClient *c, int fd, int agent, void *umad, int ep)
+/* Keep @m's frame for @c's next write (the end of this wake-up), or count
+ * it dropped when @c's buffer stays full (its reader is gone or slow). */
+static void probe_gather(Shared *sh, ProbeClient *c, const void *m, ProbeClient **dirty,
+			 unsigned *ndirty)
 {
-	ssize_t n = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
-	size_t off = 0;
+	if (!c->out)
+		c->out = malloc(PROBE_OUT_FRAMES * FRAME_SIZE);
+	if (c->out_len + FRAME_SIZE > PROBE_OUT_FRAMES * FRAME_SIZE)
+		probe_flush(c);
+	if (!c->out || c->fd < 0 || c->out_len + FRAME_SIZE > PROBE_OUT_FRAMES * FRAME_SIZE) {
+		__atomic_fetch_add(&sh->probe_rx_dropped, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	memcpy(c->out + c->out_len, m, FRAME_SIZE);
+	c->out_len += FRAME_SIZE;
+	if (!c->dirty) {
+		c->dirty = true;
+		dirty[(*ndirty)++] = c;
+	}
+}
 
+/*
+ * Every request gets its response, as the protocol wants of any relay
+ * (QEMU waits for it): gathered like inbound MADs and written once per
+ * client per wake-up, as the daemon writes them. (Until 2026-11-26 the
+ * probe answered only in the QEMU-style rows, which made its TX rows the
+ * limit of a relay that does less than the protocol asks.)
+ */
+static void probe_client_io(Shared *sh, ProbeClient *c, uint32_t id, int fd, int agent,
+			    void *umad, int ep, ProbeClient **dirty, unsigned *ndirty)
+{
+	struct epoll_event ev = { .data.u32 = id };
+	size_t off = 0, room;
+	ssize_t n;
+
+	/* Read no more requests than there is room to answer: with its
+	 * client's socket full, wait for it to drain, as the daemon does. */
+	if (c->out_len)
+		probe_flush(c);
+	room = PROBE_OUT_FRAMES * FRAME_SIZE - c->out_len;
+	if (c->fd >= 0 && (room < FRAME_SIZE) != c->waiting_out) {
+		c->waiting_out = room < FRAME_SIZE;
+		ev.events = c->waiting_out ? EPOLLOUT : EPOLLIN;
+		epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+	}
+	if (c->fd < 0 || c->waiting_out)
+		return;
+	if (room > sizeof(c->in) - c->in_len)
+		room = sizeof(c->in) - c->in_len;
+	n = read(c->fd, c->in + c->in_len, room);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 			epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -248,13 +294,9 @@ static void probe_client_io(Shared *sh, ProbeClient *c, int fd, int agent, void 
 			memcpy(umad_get_mad(umad), m->umad.mad, (size_t)len);
 			(void)umad_send(fd, agent, umad, len, 0, 0);
 		}
-		if (__atomic_load_n(&sh->probe_respond, __ATOMIC_RELAXED) ||
-		    m->hdr.op_code != RDMACM_MUX_OP_CODE_MAD) {
-			m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
-			m->hdr.err_code = 0;
-			if (write(c->fd, m, FRAME_SIZE) != (ssize_t)FRAME_SIZE)
-				__atomic_fetch_add(&sh->probe_rx_dropped, 1, __ATOMIC_RELAXED);
-		}
+		m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
+		m->hdr.err_code = 0;
+		probe_gather(sh, c, m, dirty, ndirty);
 		off += FRAME_SIZE;
 	}
 	memmove(c->in, c->in + off, c->in_len - off);
@@ -325,28 +367,14 @@ void probe_main(Shared *sh, int ctl_fd, const char *sock_path)
 					if (route_n == 0 || route_n > nclients)
 						route_n = nclients;
 					c = &clients[mad_remote(m.umad.mad) % route_n];
-					if (!c->out)
-						c->out = malloc(PROBE_OUT_FRAMES * FRAME_SIZE);
-					if (c->out_len + FRAME_SIZE > PROBE_OUT_FRAMES * FRAME_SIZE)
-						probe_flush(c);
-					if (c->fd < 0 ||
-					    c->out_len + FRAME_SIZE > PROBE_OUT_FRAMES * FRAME_SIZE) {
-						__atomic_fetch_add(&sh->probe_rx_dropped, 1,
-								   __ATOMIC_RELAXED);
-						continue;
-					}
-					memcpy(c->out + c->out_len, &m, FRAME_SIZE);
-					c->out_len += FRAME_SIZE;
-					if (!c->dirty) {
-						c->dirty = true;
-						dirty[ndirty++] = c;
-					}
+					probe_gather(sh, c, &m, dirty, &ndirty);
 				}
-				while (ndirty > 0)
-					probe_flush(dirty[--ndirty]);
 			} else if (id < nclients && clients[id].fd >= 0) {
-				probe_client_io(sh, &clients[id], fd, agent, umad, ep);
+				probe_client_io(sh, &clients[id], id, fd, agent, umad, ep, dirty,
+						&ndirty);
 			}
 		}
+		while (ndirty > 0)
+			probe_flush(dirty[--ndirty]);
 	}
 }
