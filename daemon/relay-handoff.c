@@ -3,8 +3,9 @@
  * Owns what makes the relay survive its own process: the clients' state
  * and the session table in memfds, every client socket in the service
  * manager's fd store, taking all of it over at start, and the planned
- * hand-off at SIGTERM. A restart, an upgrade or a crash then costs at most
- * the MADs in flight; no client sees its socket close.
+ * hand-off at SIGTERM. A crash then costs at most the MADs in flight, and
+ * a planned restart or upgrade answers every request it took in (those
+ * it did not handle with EAGAIN); no client sees its socket close.
  */
 #include <errno.h>
 #include <poll.h>
@@ -265,12 +266,46 @@ int relay_handoff_start(Relay *r, int state_fd, int sessions_fd, GHashTable *cli
 
 /* ---- planned hand-off ---- */
 
+/*
+ * Requests this process took from @c's socket and did not handle (its
+ * reading was paused behind slow sends or a full queue, or its turn to be
+ * served again had not come): the successor reads the socket, not this
+ * buffer. Each is answered -EAGAIN, so that the client sends it again, to
+ * the successor, at once rather than after its own timeout.
+ */
+static void relay_handoff_refuse_buffered(RelayClient *c)
+{
+	const struct rdmacm_mux_msg *peeked;
+	unsigned n = client_peek_frames(&c->conn, &peeked), refused = 0;
+	struct rdmacm_mux_msg *m;
+
+	if (c->conn.fd < 0)
+		return;
+	/* Only what is buffered: client_next_frame() reads no more while a
+	 * whole frame is. */
+	while (refused < n && client_next_frame(&c->conn, &m) == 1) {
+		relay_response_frame(c, m, -EAGAIN);
+		if (client_queue_response(&c->conn, m) < 0)
+			break;
+		c->stats.requests++;
+		refused++;
+	}
+	if (refused > 0)
+		log_notice("client %u (pid %d): %u requests it sent were not handled before the "
+			   "restart; they are answered EAGAIN, to be sent again",
+			   c->id, (int)c->conn.cred.pid, refused);
+}
+
 void relay_handoff_prepare(Relay *r, unsigned timeout_ms)
 {
 	uint64_t deadline = now_usec() + (uint64_t)timeout_ms * 1000;
 	GHashTableIter it;
 	gpointer value;
 	GPtrArray *cut = g_ptr_array_new();
+
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		relay_handoff_refuse_buffered(value);
 
 	/* What is queued goes out now, within the time we have: the
 	 * successor knows nothing of this process's queues. */

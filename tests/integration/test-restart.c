@@ -33,12 +33,18 @@ typedef struct Fixture {
 	unsigned sighups;
 } Fixture;
 
-/* @data non-NULL: no supervisor (a host without systemd). */
+#define SLOW_SENDS "no supervisor, slow sends"
+
+/* @data non-NULL: no supervisor (a host without systemd); SLOW_SENDS: and
+ * a send to a GID no port has waits 3 s for its address. */
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
+	const char *const slow_fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "3000",
+					    NULL };
 	struct rdmacm_mux_msg m;
 
-	f->fabric = fabric_new("two-hosts");
+	f->fabric = data && strcmp(data, SLOW_SENDS) == 0 ? fabric_new_args(slow_fabric)
+							   : fabric_new("two-hosts");
 	if (!data) {
 		f->sup = supervisor_new(f->fabric);
 		f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
@@ -287,6 +293,52 @@ UNIT_FIXTURE_TEST("/restart/other-version-refused", NULL, fixture_setup, test_ot
 	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, 0);
 	out = daemon_output(f->da);
 	g_assert_nonnull(strstr(out, "this daemon reads version"));
+}
+
+/*
+ * A client sends many requests in one write: the daemon takes them all in,
+ * the first two wait for an address (slow sends, the most one client may
+ * have) and pause its reading, and the rest stay in the daemon's buffer.
+ * A restart now must not lose them: every request gets its answer, those
+ * the old image never handled EAGAIN (send it again), none is left
+ * unanswered for the client to time out on.
+ */
+UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", SLOW_SENDS, fixture_setup, test_buffered_requests_answered)
+{
+	enum { N = 12, SLOW = 2 };
+	struct rdmacm_mux_msg frames[N], m;
+	unsigned answered = 0, again = 0;
+	(void)data;
+
+	for (unsigned i = 0; i < N; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+		uint8_t nowhere[IB_GID_LEN], mad[256];
+
+		gid_parse(text, nowhere);
+		mad_build_req(mad, 0x300 + i, f->qgid[0], nowhere, ++f->tid);
+		raw_frame(&frames[i], RDMACM_MUX_OP_CODE_MAD, f->qgid[0]);
+		frames[i].umad_len = 256;
+		frames[i].umad.hdr.addr.qpn = htonl(1);
+		frames[i].umad.hdr.addr.grh_present = 1;
+		frames[i].umad.hdr.addr.hop_limit = 0xff;
+		memcpy(frames[i].umad.hdr.addr.gid, f->qgid[0], IB_GID_LEN);
+		memcpy(frames[i].umad.mad, mad, 256);
+	}
+	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	/* Let the daemon take them in and start the two slow writes. */
+	g_usleep(300000);
+	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
+	bounce(f, SIGHUP);
+	while (answered < N && raw_recv(f->q[0], &m, 8000) == 0) {
+		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+		g_assert_cmpint(m.hdr.err_code, !=, 0);
+		again += m.hdr.err_code == -EAGAIN;
+		answered++;
+	}
+	g_assert_cmpuint(answered, ==, N);
+	g_assert_cmpuint(again, >=, N - SLOW);
+	g_assert_cmpuint(count_in_output(f->da, "answered EAGAIN, to be sent again"), ==, 1);
 }
 
 UNIT_TEST_MAIN()
