@@ -80,18 +80,25 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	hosts_free(f->fabric, NULL, f->db, NULL, 0);
 }
 
-/* A MAD frame as QEMU sends it (its own GID in addr.gid). */
+/* A MAD frame as QEMU builds it (its own GID in addr.gid). */
+static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
+		       const uint8_t mad[256])
+{
+	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
+	memcpy(m->umad.mad, mad, 256);
+}
+
+/* Send it as QEMU does: write, then wait for the answer. */
 static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
 {
 	struct rdmacm_mux_msg m;
 
-	raw_frame(&m, RDMACM_MUX_OP_CODE_MAD, own);
-	m.umad_len = 256;
-	m.umad.hdr.addr.qpn = htonl(1);
-	m.umad.hdr.addr.grh_present = 1;
-	m.umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m.umad.hdr.addr.gid, own, IB_GID_LEN);
-	memcpy(m.umad.mad, mad, 256);
+	qemu_frame(&m, own, mad);
 	g_assert_cmpint(raw_request(fd, &m), ==, 0);
 }
 
@@ -316,13 +323,7 @@ UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", SLOW_SENDS, fixture_set
 
 		gid_parse(text, nowhere);
 		mad_build_req(mad, 0x300 + i, f->qgid[0], nowhere, ++f->tid);
-		raw_frame(&frames[i], RDMACM_MUX_OP_CODE_MAD, f->qgid[0]);
-		frames[i].umad_len = 256;
-		frames[i].umad.hdr.addr.qpn = htonl(1);
-		frames[i].umad.hdr.addr.grh_present = 1;
-		frames[i].umad.hdr.addr.hop_limit = 0xff;
-		memcpy(frames[i].umad.hdr.addr.gid, f->qgid[0], IB_GID_LEN);
-		memcpy(frames[i].umad.mad, mad, 256);
+		qemu_frame(&frames[i], f->qgid[0], mad);
 	}
 	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
 	/* Let the daemon take them in and start the two slow writes. */
