@@ -273,7 +273,7 @@ int relay_handoff_start(Relay *r, int state_fd, int sessions_fd, GHashTable *cli
  * buffer. Each is answered -EAGAIN, so that the client sends it again, to
  * the successor, at once rather than after its own timeout.
  */
-static void relay_handoff_refuse_buffered(RelayClient *c)
+static void relay_handoff_refuse_buffered(Relay *r, RelayClient *c)
 {
 	const struct rdmacm_mux_msg *peeked;
 	unsigned n = client_peek_frames(&c->conn, &peeked), refused = 0;
@@ -283,13 +283,9 @@ static void relay_handoff_refuse_buffered(RelayClient *c)
 		return;
 	/* Only what is buffered: client_next_frame() reads no more while a
 	 * whole frame is. */
-	while (refused < n && client_next_frame(&c->conn, &m) == 1) {
-		relay_response_frame(c, m, -EAGAIN);
-		if (client_queue_response(&c->conn, m) < 0)
-			break;
-		c->stats.requests++;
+	while (refused < n && client_next_frame(&c->conn, &m) == 1 &&
+	       relay_respond(r, c, m, -EAGAIN) == 0)
 		refused++;
-	}
 	if (refused > 0)
 		log_notice("client %u (pid %d): %u requests it sent were not handled before the "
 			   "restart; they are answered EAGAIN, to be sent again",
@@ -305,7 +301,7 @@ void relay_handoff_prepare(Relay *r, unsigned timeout_ms)
 
 	g_hash_table_iter_init(&it, r->clients);
 	while (g_hash_table_iter_next(&it, NULL, &value))
-		relay_handoff_refuse_buffered(value);
+		relay_handoff_refuse_buffered(r, value);
 
 	/* What is queued goes out now, within the time we have: the
 	 * successor knows nothing of this process's queues. */

@@ -240,6 +240,9 @@ void relay_session_advance(Relay *r, uint32_t h, Session *s, uint16_t attr, bool
 
 /* Build the response to @req with @err in the client's dialect. */
 void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err);
+/* Turn @req into its response with @err and queue it for @c.
+ * Return: 0, or -ENOMEM (logged). */
+int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err);
 /* Whether the relay reads @c's requests now (its responses and slow sends
  * are within their quotas). */
 bool relay_client_may_read(const Relay *r, const RelayClient *c);

@@ -331,18 +331,19 @@ void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int 
 	req->hdr.err_code = relay_err_code_for(c, err);
 }
 
-static void relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
+int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
 {
 	relay_response_frame(c, req, err);
 	if (client_queue_response(&c->conn, req) < 0) {
 		/* Out of memory: this client cannot be served correctly. */
 		log_error("out of memory queueing a response to client %u", c->id);
-		return;
+		return -ENOMEM;
 	}
 	c->stats.requests++;
 	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
 	relay_mark_dirty(r, c);
+	return 0;
 }
 
 /* ---- REG / UNREG ---- */
@@ -526,7 +527,7 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 	} else {
 		c->bad_frames = 0;
 	}
-	relay_respond(r, c, m, err);
+	(void)relay_respond(r, c, m, err); /* logged */
 	if (c->bad_frames >= r->cfg.max_bad_frames) {
 		/* Let the error responses reach it, then hang up. */
 		if (c->conn.fd >= 0)
