@@ -106,13 +106,14 @@ static int client_check_end(Client *c, int waiting)
 }
 
 /*
- * Make room for @frames more frames, up to CLIENT_INPUT_FRAMES in all: a
- * client that keeps more waiting than its buffer holds gets a bigger one.
- * Only called with no frame handed out still in use (the buffer is empty).
+ * Make room for @frames (one or more) more frames, up to
+ * CLIENT_INPUT_FRAMES in all: a client that keeps more waiting than its
+ * buffer holds gets a bigger one. Only called with no frame handed out
+ * still in use (the buffer is empty).
  */
 static int client_grow_input(Client *c, size_t frames)
 {
-	size_t need = c->in_len / FRAME_SIZE + MAX(frames, 1u);
+	size_t need = c->in_len / FRAME_SIZE + frames;
 	uint32_t cap = c->in_cap ? c->in_cap : CLIENT_INPUT_FRAMES_FIRST;
 	struct rdmacm_mux_msg *in;
 
