@@ -3,7 +3,7 @@
  * rdmacm-muxctl: ask a running rdmacm-mux what it is doing.
  *
  * Owns the command line and the client side of the control protocol
- * (daemon/control.h): connect to PREFIX-DEV-PORT.ctl, send one command
+ * (daemon/control/control.h): connect to PREFIX-DEV-PORT.ctl, send one command
  * line, copy the answer to stdout. An answer that is an "error: ..." line
  * goes to stderr and the exit status is 1.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzzer for the CM codec (daemon/cm-codec.h) on arbitrary bytes and
+ * Fuzzer for the CM codec (daemon/cm/cm-codec.h) on arbitrary bytes and
  * lengths: cm_mad_check() must classify every input with one of its
  * documented results; on a MAD it accepts, every getter and setter that
  * the relay may use for that attribute must stay inside the checked length

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Stateful fuzzer of the whole relay (daemon/relay-driver.h). The input is
+ * Stateful fuzzer of the whole relay (daemon/relay/relay-driver.h). The input is
  * a program; each step is one event, and after every step the relay's own
  * invariants (relay_check_invariants) and this harness's model must hold.
  *

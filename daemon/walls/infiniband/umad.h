@@ -5,4 +5,4 @@
  * libibumad anywhere else fails to build. The kernel's user-MAD interface
  * belongs to the umad port (umad-port.h); go through it.
  */
-#error "only daemon/umad-port.c may include <infiniband/umad.h>; use umad-port.h"
+#error "only daemon/port/umad-port.c may include <infiniband/umad.h>; use umad-port.h"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Scenario: rdmacm-mux refuses to start when ib_cm owns the CM class: it must
-# exit with status 3 (EXIT_CM_OWNED, daemon/main.c) and say in one line
+# exit with status 3 (EXIT_CM_OWNED, daemon/core/main.c) and say in one line
 # that ib_cm holds it and what to do. It leaves ib_cm unloaded.
 # vm-needs: rdmacm-mux
 # shellcheck source-path=SCRIPTDIR source=../guest-lib.sh

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The session table's insides, shared by its two units only:
- * session-table.c (storage, indexes, timers, keys) and session-adopt.c
- * (taking over a predecessor's table, and the consistency check).
+ * The session table's insides, shared by its own units only:
+ * session-table.c (storage, indexes, timers, keys), session-table-file.c
+ * (taking over a predecessor's table, saving one) and
+ * session-table-check.c (the consistency check).
  */
 #ifndef RDMACM_MUX_SESSION_TABLE_INTERNAL_H
 #define RDMACM_MUX_SESSION_TABLE_INTERNAL_H

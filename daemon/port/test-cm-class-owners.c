@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cm-owners.h"
+#include "cm-class-owners.h"
 
 typedef struct Fixture {
 	char *root;
@@ -71,39 +71,39 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	g_free(f->root);
 }
 
-static const CmPortOwner *port_at(const CmOwners *o, guint i)
+static const CmClassPortOwner *port_at(const CmClassOwners *o, guint i)
 {
 	g_assert_cmpuint(i, <, o->ports->len);
-	return &g_array_index(o->ports, CmPortOwner, i);
+	return &g_array_index(o->ports, CmClassPortOwner, i);
 }
 
 static void test_no_rdma_at_all(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	g_autofree char *line = NULL;
 	(void)data;
 
-	g_assert_cmpint(cm_owners_scan(f->root, NULL, 0, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_scan(f->root, NULL, 0, &o), ==, 0);
 	g_assert_false(o->ib_cm_loaded);
 	g_assert_cmpuint(o->ports->len, ==, 0);
-	line = cm_owners_summary(o);
+	line = cm_class_owners_summary(o);
 	g_assert_cmpstr(line, ==, "no RDMA port; ib_cm is not loaded");
 }
 
 /* ib_cm not loaded: nothing in sysfs says who holds a port, but ours. */
 static void test_ib_cm_not_loaded(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	(void)data;
 
 	add_device(f, "rxe0", "1: CA\n", 1);
 	add_device(f, "rxe1", "1: CA\n", 1);
-	g_assert_cmpint(cm_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
 	g_assert_false(o->ib_cm_loaded);
 	g_assert_cmpuint(o->ports->len, ==, 2);
-	g_assert_cmpint(cm_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_owners_get(o, "rxe1", 1), ==, CM_OWNER_UNKNOWN);
-	g_assert_cmpstr(cm_owner_name(cm_owners_get(o, "rxe1", 1)), ==, "unknown");
+	g_assert_cmpint(cm_class_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
+	g_assert_cmpint(cm_class_owners_get(o, "rxe1", 1), ==, CM_OWNER_UNKNOWN);
+	g_assert_cmpstr(cm_class_owner_name(cm_class_owners_get(o, "rxe1", 1)), ==, "unknown");
 }
 
 /*
@@ -113,7 +113,7 @@ static void test_ib_cm_not_loaded(Fixture *f, gconstpointer data)
  */
 static void test_coexistence(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	g_autofree char *line = NULL;
 	(void)data;
 
@@ -123,20 +123,20 @@ static void test_coexistence(Fixture *f, gconstpointer data)
 	add_device(f, "mlx5_0", "1: CA\n", 2);
 	add_device(f, "iw0", "4: RNIC\n", 1);
 	make_dir(f, "module/ib_cm");
-	g_assert_cmpint(cm_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
 	g_assert_true(o->ib_cm_loaded);
 	g_assert_cmpuint(o->ports->len, ==, 5);
-	g_assert_cmpint(cm_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_owners_get(o, "rxe1", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "iw0", 1), ==, CM_OWNER_NO_CM);
-	g_assert_cmpuint(cm_owners_device_ports(o, "mlx5_0"), ==, 2);
-	g_assert_cmpuint(cm_owners_device_ports(o, "rxe0"), ==, 1);
-	g_assert_cmpuint(cm_owners_device_ports(o, "nosuch"), ==, 0);
+	g_assert_cmpint(cm_class_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
+	g_assert_cmpint(cm_class_owners_get(o, "rxe1", 1), ==, CM_OWNER_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_NOT_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "iw0", 1), ==, CM_OWNER_NO_CM);
+	g_assert_cmpuint(cm_class_owners_device_ports(o, "mlx5_0"), ==, 2);
+	g_assert_cmpuint(cm_class_owners_device_ports(o, "rxe0"), ==, 1);
+	g_assert_cmpuint(cm_class_owners_device_ports(o, "nosuch"), ==, 0);
 	/* A port the scan did not see. */
-	g_assert_cmpint(cm_owners_get(o, "rxe0", 2), ==, CM_OWNER_UNKNOWN);
-	line = cm_owners_summary(o);
+	g_assert_cmpint(cm_class_owners_get(o, "rxe0", 2), ==, CM_OWNER_UNKNOWN);
+	line = cm_class_owners_summary(o);
 	g_assert_cmpstr(line, ==,
 			"iw0:1 no_cm, mlx5_0:1 not_ib_cm, mlx5_0:2 not_ib_cm, rxe0:1 daemon, "
 			"rxe1:1 ib_cm; ib_cm is loaded");
@@ -146,7 +146,7 @@ static void test_coexistence(Fixture *f, gconstpointer data)
  * ib_cm too (it takes a device whole or not at all). */
 static void test_whole_device(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	(void)data;
 
 	add_device(f, "mlx5_0", "1: CA\n", 2);
@@ -154,36 +154,36 @@ static void test_whole_device(Fixture *f, gconstpointer data)
 	add_ib_cm_counters(f, "mlx5_1", 1);
 	add_ib_cm_counters(f, "mlx5_1", 2);
 	make_dir(f, "module/ib_cm");
-	g_assert_cmpint(cm_owners_scan(f->root, "mlx5_0", 2, &o), ==, 0);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_1", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx5_1", 2), ==, CM_OWNER_IB_CM);
+	g_assert_cmpint(cm_class_owners_scan(f->root, "mlx5_0", 2, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_DAEMON);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_1", 1), ==, CM_OWNER_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx5_1", 2), ==, CM_OWNER_IB_CM);
 }
 
 /* Older kernels: class/infiniband_cm/DEV/PORT, and ib_cm may be built in
  * (no module/ib_cm): its counters alone say it is there. */
 static void test_old_layout(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	(void)data;
 
 	add_device(f, "mlx4_0", "1: CA\n", 2);
 	add_device(f, "mlx4_1", "1: CA\n", 1);
 	make_dir(f, "class/infiniband_cm/mlx4_0/1/cm_rx_msgs");
 	make_dir(f, "class/infiniband_cm/mlx4_0/2/cm_rx_msgs");
-	g_assert_cmpint(cm_owners_scan(f->root, NULL, 0, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_scan(f->root, NULL, 0, &o), ==, 0);
 	g_assert_true(o->ib_cm_loaded);
-	g_assert_cmpint(cm_owners_get(o, "mlx4_0", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx4_0", 2), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_owners_get(o, "mlx4_1", 1), ==, CM_OWNER_NOT_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx4_0", 1), ==, CM_OWNER_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx4_0", 2), ==, CM_OWNER_IB_CM);
+	g_assert_cmpint(cm_class_owners_get(o, "mlx4_1", 1), ==, CM_OWNER_NOT_IB_CM);
 }
 
 /* Devices in natural order (rxe2 before rxe10), ports by number; names in
  * ports/ that are not port numbers are not ports. */
 static void test_order_and_names(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	(void)data;
 
 	add_device(f, "rxe10", "1: CA\n", 1);
@@ -194,7 +194,7 @@ static void test_order_and_names(Fixture *f, gconstpointer data)
 	make_dir(f, "class/infiniband/rxe2/ports/256");
 	/* A device without a readable node_type counts as a CA. */
 	make_dir(f, "class/infiniband/odd0/ports/1");
-	g_assert_cmpint(cm_owners_scan(f->root, NULL, 0, &o), ==, 0);
+	g_assert_cmpint(cm_class_owners_scan(f->root, NULL, 0, &o), ==, 0);
 	g_assert_cmpuint(o->ports->len, ==, 4);
 	g_assert_cmpstr(port_at(o, 0)->dev, ==, "odd0");
 	g_assert_cmpstr(port_at(o, 1)->dev, ==, "rxe2");
@@ -208,23 +208,23 @@ static void test_order_and_names(Fixture *f, gconstpointer data)
 /* A class/infiniband that cannot be listed is an error, not "no device". */
 static void test_unreadable(Fixture *f, gconstpointer data)
 {
-	g_autoptr(CmOwners) o = NULL;
+	g_autoptr(CmClassOwners) o = NULL;
 	(void)data;
 
 	write_file(f, "class/infiniband", "not a directory\n");
-	g_assert_cmpint(cm_owners_scan(f->root, NULL, 0, &o), ==, -ENOTDIR);
+	g_assert_cmpint(cm_class_owners_scan(f->root, NULL, 0, &o), ==, -ENOTDIR);
 	g_assert_null(o);
 }
 
 static void test_names(void)
 {
-	g_assert_cmpstr(cm_owner_name(CM_OWNER_UNKNOWN), ==, "unknown");
-	g_assert_cmpstr(cm_owner_name(CM_OWNER_IB_CM), ==, "ib_cm");
-	g_assert_cmpstr(cm_owner_name(CM_OWNER_NOT_IB_CM), ==, "not_ib_cm");
-	g_assert_cmpstr(cm_owner_name(CM_OWNER_DAEMON), ==, "daemon");
-	g_assert_cmpstr(cm_owner_name(CM_OWNER_NO_CM), ==, "no_cm");
+	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_UNKNOWN), ==, "unknown");
+	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_IB_CM), ==, "ib_cm");
+	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_NOT_IB_CM), ==, "not_ib_cm");
+	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_DAEMON), ==, "daemon");
+	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_NO_CM), ==, "no_cm");
 	for (int i = CM_OWNER_UNKNOWN; i <= CM_OWNER_NO_CM; i++)
-		g_assert_nonnull(cm_owner_text((CmOwner)i));
+		g_assert_nonnull(cm_class_owner_text((CmClassOwner)i));
 }
 
 int main(int argc, char **argv)
@@ -232,14 +232,14 @@ int main(int argc, char **argv)
 	g_test_init(&argc, &argv, NULL);
 #define ADD(path, fn) \
 	g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
-	ADD("/cm-owners/no-rdma", test_no_rdma_at_all);
-	ADD("/cm-owners/ib-cm-not-loaded", test_ib_cm_not_loaded);
-	ADD("/cm-owners/coexistence", test_coexistence);
-	ADD("/cm-owners/whole-device", test_whole_device);
-	ADD("/cm-owners/old-layout", test_old_layout);
-	ADD("/cm-owners/order-and-names", test_order_and_names);
-	ADD("/cm-owners/unreadable", test_unreadable);
+	ADD("/cm-class-owners/no-rdma", test_no_rdma_at_all);
+	ADD("/cm-class-owners/ib-cm-not-loaded", test_ib_cm_not_loaded);
+	ADD("/cm-class-owners/coexistence", test_coexistence);
+	ADD("/cm-class-owners/whole-device", test_whole_device);
+	ADD("/cm-class-owners/old-layout", test_old_layout);
+	ADD("/cm-class-owners/order-and-names", test_order_and_names);
+	ADD("/cm-class-owners/unreadable", test_unreadable);
 #undef ADD
-	g_test_add_func("/cm-owners/names", test_names);
+	g_test_add_func("/cm-class-owners/names", test_names);
 	return g_test_run();
 }

@@ -3,8 +3,8 @@
  * rdmacm-mux: main. Owns the command line, which sockets to serve (those
  * systemd passed, else our own: the listener unit does the work), the fd
  * budget, signals, systemd notification, and the one sd-event loop that
- * drives everything else. Claiming the port (the wait for it, and what is
- * said about who holds the CM class) is port-claim's.
+ * drives everything else. The wait for the port, and what is said about
+ * who holds the CM class, are port-startup's.
  *
  * Exit status: 0 after a clean shutdown; 1 for a failure at start or at run
  * time; 2 for a bad command line; 3 when the CM class is already owned on
@@ -30,7 +30,7 @@
 #include "listener.h"
 #include "log.h"
 #include "pcap-writer.h"
-#include "port-claim.h"
+#include "port-startup.h"
 #include "relay-handoff.h"
 #include "relay.h"
 #include "umad-port.h"
@@ -633,18 +633,18 @@ static int run(Daemon *d)
 	uint64_t now;
 	int r;
 
-	if (port_claim_wait(d->opt.device, d->opt.port, d->opt.wait_for_device_s) < 0)
+	if (port_startup_wait(d->opt.device, d->opt.port, d->opt.wait_for_device_s) < 0)
 		return EXIT_SUCCESS;
 	r = umad_port_open(d->opt.device, d->opt.port, &port);
 	if (r == -EBUSY) {
-		port_claim_log_refused(d->opt.device, d->opt.port);
+		port_startup_log_refused(d->opt.device, d->opt.port);
 		return EXIT_CM_OWNED;
 	}
 	if (r == -ENODEV || r == -ENOENT)
 		return EXIT_NO_DEVICE;
 	if (r < 0)
 		return EXIT_FAILURE;
-	port_claim_log_owners(d->opt.device, d->opt.port);
+	port_startup_log_owners(d->opt.device, d->opt.port);
 
 	cfg.max_clients = (uint32_t)d->opt.max_clients;
 	cfg.max_clients_per_uid = (uint32_t)d->opt.max_clients_per_uid;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Owns the sysfs scan of who holds the CM class on each RDMA port, and its
- * words for the journal, status and the exit-3 message (cm-owners.h). */
-#include "cm-owners.h"
+ * words for the journal, status and the exit-3 message (cm-class-owners.h). */
+#include "cm-class-owners.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,10 +19,10 @@ static void closedir_p(DIR **d)
 
 static void cm_port_owner_clear(gpointer p)
 {
-	g_free(((CmPortOwner *)p)->dev);
+	g_free(((CmClassPortOwner *)p)->dev);
 }
 
-void cm_owners_free(CmOwners *o)
+void cm_class_owners_free(CmClassOwners *o)
 {
 	if (!o)
 		return;
@@ -84,7 +84,7 @@ static bool ib_cm_holds(const char *root, const char *dev, uint32_t port)
 
 static gint port_owner_cmp(gconstpointer a, gconstpointer b)
 {
-	const CmPortOwner *x = a, *y = b;
+	const CmClassPortOwner *x = a, *y = b;
 	int c = strverscmp(x->dev, y->dev);
 
 	if (c)
@@ -106,7 +106,7 @@ static int scan_device(const char *root, const char *dev, GArray *ports)
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
 	while ((e = readdir(d))) {
-		CmPortOwner p = { .owner = CM_OWNER_NO_CM };
+		CmClassPortOwner p = { .owner = CM_OWNER_NO_CM };
 
 		if (!parse_port(e->d_name, &p.port))
 			continue;
@@ -118,10 +118,10 @@ static int scan_device(const char *root, const char *dev, GArray *ports)
 	return 0;
 }
 
-int cm_owners_scan(const char *sysfs_root, const char *self_dev, uint32_t self_port,
-		   CmOwners **ret)
+int cm_class_owners_scan(const char *sysfs_root, const char *self_dev, uint32_t self_port,
+		   CmClassOwners **ret)
 {
-	g_autoptr(CmOwners) o = g_new0(CmOwners, 1);
+	g_autoptr(CmClassOwners) o = g_new0(CmClassOwners, 1);
 	g_autofree char *class_dir = g_build_filename(sysfs_root, "class", "infiniband", NULL);
 	g_autofree char *module_dir = g_build_filename(sysfs_root, "module", "ib_cm", NULL);
 	g_autofree char *old_class = g_build_filename(sysfs_root, "class", "infiniband_cm", NULL);
@@ -129,7 +129,7 @@ int cm_owners_scan(const char *sysfs_root, const char *self_dev, uint32_t self_p
 	struct dirent *e;
 	int r;
 
-	o->ports = g_array_new(FALSE, FALSE, sizeof(CmPortOwner));
+	o->ports = g_array_new(FALSE, FALSE, sizeof(CmClassPortOwner));
 	g_array_set_clear_func(o->ports, cm_port_owner_clear);
 	/* A built-in ib_cm may have no /sys/module entry, but its counters
 	 * still show it. */
@@ -148,10 +148,10 @@ int cm_owners_scan(const char *sysfs_root, const char *self_dev, uint32_t self_p
 	g_array_sort(o->ports, port_owner_cmp);
 
 	for (guint i = 0; i < o->ports->len; i++)
-		if (g_array_index(o->ports, CmPortOwner, i).owner == CM_OWNER_IB_CM)
+		if (g_array_index(o->ports, CmClassPortOwner, i).owner == CM_OWNER_IB_CM)
 			o->ib_cm_loaded = true;
 	for (guint i = 0; i < o->ports->len; i++) {
-		CmPortOwner *p = &g_array_index(o->ports, CmPortOwner, i);
+		CmClassPortOwner *p = &g_array_index(o->ports, CmClassPortOwner, i);
 
 		if (self_dev && p->port == self_port && strcmp(p->dev, self_dev) == 0)
 			p->owner = CM_OWNER_DAEMON;
@@ -162,10 +162,10 @@ int cm_owners_scan(const char *sysfs_root, const char *self_dev, uint32_t self_p
 	return 0;
 }
 
-CmOwner cm_owners_get(const CmOwners *o, const char *dev, uint32_t port)
+CmClassOwner cm_class_owners_get(const CmClassOwners *o, const char *dev, uint32_t port)
 {
 	for (guint i = 0; i < o->ports->len; i++) {
-		const CmPortOwner *p = &g_array_index(o->ports, CmPortOwner, i);
+		const CmClassPortOwner *p = &g_array_index(o->ports, CmClassPortOwner, i);
 
 		if (p->port == port && strcmp(p->dev, dev) == 0)
 			return p->owner;
@@ -173,16 +173,16 @@ CmOwner cm_owners_get(const CmOwners *o, const char *dev, uint32_t port)
 	return CM_OWNER_UNKNOWN;
 }
 
-unsigned cm_owners_device_ports(const CmOwners *o, const char *dev)
+unsigned cm_class_owners_device_ports(const CmClassOwners *o, const char *dev)
 {
 	unsigned n = 0;
 
 	for (guint i = 0; i < o->ports->len; i++)
-		n += strcmp(g_array_index(o->ports, CmPortOwner, i).dev, dev) == 0;
+		n += strcmp(g_array_index(o->ports, CmClassPortOwner, i).dev, dev) == 0;
 	return n;
 }
 
-const char *cm_owner_name(CmOwner owner)
+const char *cm_class_owner_name(CmClassOwner owner)
 {
 	switch (owner) {
 	case CM_OWNER_IB_CM:
@@ -199,7 +199,7 @@ const char *cm_owner_name(CmOwner owner)
 	return "unknown";
 }
 
-const char *cm_owner_text(CmOwner owner)
+const char *cm_class_owner_text(CmClassOwner owner)
 {
 	switch (owner) {
 	case CM_OWNER_IB_CM:
@@ -216,15 +216,15 @@ const char *cm_owner_text(CmOwner owner)
 	return "unknown (ib_cm is not loaded)";
 }
 
-char *cm_owners_summary(const CmOwners *o)
+char *cm_class_owners_summary(const CmClassOwners *o)
 {
 	GString *s = g_string_new(NULL);
 
 	for (guint i = 0; i < o->ports->len; i++) {
-		const CmPortOwner *p = &g_array_index(o->ports, CmPortOwner, i);
+		const CmClassPortOwner *p = &g_array_index(o->ports, CmClassPortOwner, i);
 
 		g_string_append_printf(s, "%s%s:%u %s", i ? ", " : "", p->dev, p->port,
-				       cm_owner_name(p->owner));
+				       cm_class_owner_name(p->owner));
 	}
 	if (o->ports->len == 0)
 		g_string_append(s, "no RDMA port");

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns claiming the daemon's port: waiting for a port that is not there
- * yet, and what the daemon says about who holds the CM class, at start and
- * when the kernel refuses it (port-claim.h; cm-owners does the reading). */
-#include "port-claim.h"
+/* Owns what the daemon does about its port before the relay starts: the
+ * wait for a port that is not there yet, and what it says about who holds
+ * the CM class, at start and when the kernel refuses the registration
+ * (port-startup.h). The registration itself is umad-port.c's; the sysfs
+ * reading is cm-class-owners.c's. */
+#include "port-startup.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -12,7 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "cm-owners.h"
+#include "cm-class-owners.h"
 #include "log.h"
 #include "util.h"
 
@@ -56,7 +58,7 @@ static bool port_present(const char *dev, int port)
  * device while the unit waits for its restart. Return: 0 (the port is
  * there, or the time is up), or -EINTR when SIGTERM or SIGINT came.
  */
-int port_claim_wait(const char *dev, int port, int wait_s)
+int port_startup_wait(const char *dev, int port, int wait_s)
 {
 	uint64_t end = now_usec() + (uint64_t)wait_s * 1000000u;
 	struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
@@ -87,13 +89,13 @@ int port_claim_wait(const char *dev, int port, int wait_s)
  * in one line. ib_cm tries a device only when the device appears or ib_cm
  * loads, so it cannot be made to let go but by unloading it.
  */
-void port_claim_log_refused(const char *dev, int port)
+void port_startup_log_refused(const char *dev, int port)
 {
-	g_autoptr(CmOwners) owners = NULL;
-	CmOwner owner = CM_OWNER_UNKNOWN;
+	g_autoptr(CmClassOwners) owners = NULL;
+	CmClassOwner owner = CM_OWNER_UNKNOWN;
 
-	if (cm_owners_scan(sysfs_root(), NULL, 0, &owners) == 0)
-		owner = cm_owners_get(owners, dev, (uint32_t)port);
+	if (cm_class_owners_scan(sysfs_root(), NULL, 0, &owners) == 0)
+		owner = cm_class_owners_get(owners, dev, (uint32_t)port);
 	if (owner == CM_OWNER_IB_CM)
 		log_error("the CM class is already owned on %s port %d by ib_cm, which took %s "
 			  "because it was loaded before rdmacm-mux started: start rdmacm-mux "
@@ -113,22 +115,22 @@ void port_claim_log_refused(const char *dev, int port)
  * its whole device from the host's CM (ib_cm adds a device whole or not at
  * all). Only words: the relay works the same without them.
  */
-void port_claim_log_owners(const char *dev, int port)
+void port_startup_log_owners(const char *dev, int port)
 {
-	g_autoptr(CmOwners) owners = NULL;
+	g_autoptr(CmClassOwners) owners = NULL;
 	g_autofree char *summary = NULL;
 	unsigned ports;
 	int r;
 
-	r = cm_owners_scan(sysfs_root(), dev, (uint32_t)port, &owners);
+	r = cm_class_owners_scan(sysfs_root(), dev, (uint32_t)port, &owners);
 	if (r < 0) {
 		log_warning("cannot tell from sysfs who holds the CM class on the other ports: %s",
 			    strerror(-r));
 		return;
 	}
-	summary = cm_owners_summary(owners);
+	summary = cm_class_owners_summary(owners);
 	log_info("CM class owners: %s", summary);
-	ports = cm_owners_device_ports(owners, dev);
+	ports = cm_class_owners_device_ports(owners, dev);
 	if (ports > 1)
 		log_notice("%s has %u ports: holding port %d keeps the host's ib_cm off all of "
 			   "them (it takes a device whole or not at all), so the host cannot use "

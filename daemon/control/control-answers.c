@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cm-owners.h"
+#include "cm-class-owners.h"
 #include "config.h"
 #include "json-writer.h"
 #include "util.h"
@@ -65,14 +65,14 @@ static const char *caps_text(uint64_t caps, char *buf, size_t len)
 
 /*
  * Who holds the CM class on every RDMA port, read from sysfs at each
- * status (cm-owners.h): the daemon's port, ib_cm's, and the rest. "cm_owners"
+ * status (cm-class-owners.h): the daemon's port, ib_cm's, and the rest. "cm_owners"
  * in JSON; in text, a line per port after the totals.
  */
 static void status_cm_owners(const UmadPort *port, GString *out, JsonWriter *j)
 {
-	g_autoptr(CmOwners) owners = NULL;
-	int r = cm_owners_scan(sysfs_root(), port->dev, (uint32_t)port->port, &owners);
-	unsigned device_ports = owners ? cm_owners_device_ports(owners, port->dev) : 0;
+	g_autoptr(CmClassOwners) owners = NULL;
+	int r = cm_class_owners_scan(sysfs_root(), port->dev, (uint32_t)port->port, &owners);
+	unsigned device_ports = owners ? cm_class_owners_device_ports(owners, port->dev) : 0;
 
 	if (j) {
 		json_begin_object(j, "cm_owners");
@@ -85,12 +85,12 @@ static void status_cm_owners(const UmadPort *port, GString *out, JsonWriter *j)
 		json_u64(j, "device_ports", device_ports);
 		json_begin_array(j, "ports");
 		for (guint i = 0; i < owners->ports->len; i++) {
-			const CmPortOwner *p = &g_array_index(owners->ports, CmPortOwner, i);
+			const CmClassPortOwner *p = &g_array_index(owners->ports, CmClassPortOwner, i);
 
 			json_begin_object(j, NULL);
 			json_string(j, "device", p->dev);
 			json_u64(j, "port", p->port);
-			json_string(j, "owner", cm_owner_name(p->owner));
+			json_string(j, "owner", cm_class_owner_name(p->owner));
 			json_end_object(j);
 		}
 		json_end_array(j);
@@ -109,10 +109,10 @@ static void status_cm_owners(const UmadPort *port, GString *out, JsonWriter *j)
 	g_string_append_printf(out, "CM class owners (ib_cm %s):\n",
 			       owners->ib_cm_loaded ? "is loaded" : "is not loaded");
 	for (guint i = 0; i < owners->ports->len; i++) {
-		const CmPortOwner *p = &g_array_index(owners->ports, CmPortOwner, i);
+		const CmClassPortOwner *p = &g_array_index(owners->ports, CmClassPortOwner, i);
 		g_autofree char *name = g_strdup_printf("%s port %u", p->dev, p->port);
 
-		g_string_append_printf(out, "  %-20s %s\n", name, cm_owner_text(p->owner));
+		g_string_append_printf(out, "  %-20s %s\n", name, cm_class_owner_text(p->owner));
 	}
 }
 
