@@ -85,6 +85,21 @@ static const MetricsCounterRow metrics_counter_rows[] = {
 	  "CM sessions and SIDR queries removed by their timer." },
 	{ "rdmacm_mux_umad_recv_errors_total", NULL, NULL, offsetof(RelayCounters, recv_errors),
 	  "Reads of the umad device that failed." },
+	{ "rdmacm_mux_handoff_guard_trips_total", NULL, NULL,
+	  offsetof(RelayCounters, handoff_guard_trips),
+	  "Starts that dropped the sessions they took over, after crashes in a row while "
+	  "taking state over (the crash-loop guard)." },
+	{ "rdmacm_mux_handoff_items_dropped_total", NULL, NULL,
+	  offsetof(RelayCounters, handoff_items_dropped),
+	  "Clients, sessions and owed answers a start could not take over from its "
+	  "predecessor (each logged)." },
+	{ "rdmacm_mux_handoff_owed_answered_total", NULL, NULL,
+	  offsetof(RelayCounters, handoff_owed_answered),
+	  "Requests a crashed predecessor left unanswered, answered by this process." },
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	{ "rdmacm_mux_future_test_total", NULL, NULL, offsetof(RelayCounters, future_counter),
+	  "The test-only future build's added counter." },
+#endif
 };
 
 /* Every RelayCounters field is on the page: the per-attribute and

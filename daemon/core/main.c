@@ -26,12 +26,12 @@
 
 #include "config.h"
 #include "control.h"
-#include "fd-store.h"
+#include "handoff-fd-store.h"
 #include "listener.h"
 #include "log.h"
 #include "pcap-writer.h"
 #include "port-startup.h"
-#include "relay-handoff.h"
+#include "handoff-relay.h"
 #include "relay.h"
 #include "umad-port.h"
 #include "util.h"
@@ -332,7 +332,8 @@ static bool is_stored_fd_name(const char *name)
 	uint32_t id;
 
 	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
-	       fd_store_parse_client_name(name, &id);
+	       strcmp(name, FD_STORE_STATE_STAGED) == 0 ||
+	       strcmp(name, FD_STORE_SESSIONS_STAGED) == 0 || fd_store_parse_client_name(name, &id);
 }
 
 /* The sockets systemd passed, or our own: a failure is logged where it
@@ -370,34 +371,41 @@ static int listener_setup(Daemon *d)
 static void handoff_setup(Daemon *d)
 {
 	g_autoptr(GHashTable) clients = g_hash_table_new(g_direct_hash, g_direct_equal);
-	int state_fd = -1, sessions_fd = -1;
+	RelayHandoffFds fds = { -1, -1, -1, -1, clients };
 	GHashTableIter it;
 	gpointer key, value;
 
 	g_hash_table_iter_init(&it, d->stored);
 	while (g_hash_table_iter_next(&it, &key, &value)) {
+		int *slot = NULL;
 		uint32_t id;
 
 		if (strcmp(key, FD_STORE_STATE) == 0)
-			state_fd = GPOINTER_TO_INT(value);
+			slot = &fds.state;
+		else if (strcmp(key, FD_STORE_STATE_STAGED) == 0)
+			slot = &fds.state_staged;
 		else if (strcmp(key, FD_STORE_SESSIONS) == 0)
-			sessions_fd = GPOINTER_TO_INT(value);
+			slot = &fds.sessions;
+		else if (strcmp(key, FD_STORE_SESSIONS_STAGED) == 0)
+			slot = &fds.sessions_staged;
 		else if (fd_store_parse_client_name(key, &id))
 			g_hash_table_insert(clients, GUINT_TO_POINTER(id), value);
+		if (slot)
+			*slot = GPOINTER_TO_INT(value);
 	}
 	g_hash_table_remove_all(d->stored);
 	/* Without a store, a predecessor's state still counts: it came from a
 	 * re-execution (SIGHUP). */
-	if (!fd_store_enabled() && state_fd < 0) {
+	if (!fd_store_enabled() && fds.state < 0 && fds.state_staged < 0) {
 		/* Passed, but nobody would keep them from now on. */
 		close_fd_values(clients);
-		if (state_fd >= 0)
-			close(state_fd);
-		if (sessions_fd >= 0)
-			close(sessions_fd);
+		if (fds.sessions >= 0)
+			close(fds.sessions);
+		if (fds.sessions_staged >= 0)
+			close(fds.sessions_staged);
 		return;
 	}
-	(void)relay_handoff_start(d->relay, state_fd, sessions_fd, clients);
+	(void)relay_handoff_start(d->relay, &fds);
 }
 
 typedef struct ReexecFds {

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The clients' state a successor takes over, in a memfd kept in the fd
- * store: one fixed slot per client (its id, capabilities, whether it said
- * HELLO, its GIDs) and the counters. Written in place at every change, so
- * that it is current even after a crash; read back with every field
- * checked, never trusted.
+ * The "state" memfd of the hand-off format (handoff-format.h): one slot
+ * per client (its id, capabilities, whether it said HELLO, its GIDs), the
+ * counters, the answers owed to clients, and the crash-loop guard.
+ * Written in place at every change, so that it is current even after a
+ * crash; read back with every field checked, never trusted.
  *
  * A slot is written so that a crash at any point leaves it usable: a GID
- * is written before the count that covers it, and a slot is claimed (id
- * set) only after its other fields are cleared.
+ * is written before the count that covers it, a slot or an owed answer is
+ * claimed (id set) only after its other fields are written.
  */
 #ifndef RDMACM_MUX_HANDOFF_STATE_H
 #define RDMACM_MUX_HANDOFF_STATE_H
@@ -17,46 +17,58 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Bumped whenever the layout changes; a successor refuses another. */
-#define HANDOFF_STATE_VERSION 1u
+#include "handoff-format.h"
 
-#define HANDOFF_F_HELLO 0x1u
-#define HANDOFF_F_C1_LOGGED 0x2u /* its "own GID in addr.gid" was logged */
-
-typedef struct HandoffSlot {
-	uint32_t id; /* 0: free */
-	uint32_t flags;
-	uint64_t caps;
-	uint32_t n_gids;
-	uint32_t reserved;
-	uint8_t gids[][16]; /* max_gids of them */
-} HandoffSlot;
+/* What a state is made for: a fresh one has this shape, and a
+ * predecessor's is used in place only when it has it too. */
+typedef struct HandoffShape {
+	const char *dev;
+	int port;
+	uint32_t n_clients; /* client slots */
+	uint32_t max_gids;  /* GIDs per client */
+	uint32_t n_owed;    /* owed answers, all clients together */
+} HandoffShape;
 
 typedef struct HandoffState HandoffState;
 
+/* Called for each item a take-over drops (a client, an owed answer, a
+ * counter), with what it is and why. */
+typedef void (*HandoffDroppedFn)(void *userdata, const char *what, const char *why);
+
 /**
- * handoff_state_new() - a fresh state for @dev port @port with @n_slots
- * slots of @max_gids GIDs, in a new memfd.
- * @counters_size: bytes kept for the counters (handoff_state_counters())
+ * handoff_state_new() - a fresh state of @shape in a new memfd.
+ * @pair_id: written into the header; the sessions memfd gets the same
+ * Return: 0 or a negative errno.
  */
-int handoff_state_new(const char *dev, int port, uint32_t n_slots, uint32_t max_gids,
-		      size_t counters_size, HandoffState **ret);
+int handoff_state_new(const HandoffShape *shape, uint64_t pair_id, HandoffState **ret);
+
 /**
- * handoff_state_adopt() - take over the state a predecessor left in @fd
- * (the fd is taken over). Refused (-EPROTO, with a log line saying why)
- * when it is of another version or layout, or of another device or port.
- * Slots that do not hold up are cleared (*@ret_cleared counts them).
+ * handoff_state_adopt() - take over the state a predecessor left in @fd.
+ * The caller keeps @fd whatever happens (the state keeps a copy when it
+ * uses the memfd in place). Of this format and of @shape, the memfd is
+ * used in place; of another minor or shape, or of 0.1.0's raw layout
+ * (handoff-legacy.c), what holds up is converted into a fresh memfd
+ * (*@ret_converted set), and @fd is left as it was. Each client slot,
+ * owed answer or counter that does not hold up is dropped alone, and
+ * passed to @dropped.
+ * Return: 0; -EPROTO when @fd is not a state this version reads (another
+ * major, not ours at all) or of another device or port; -EBADMSG when its
+ * header does not hold up; another negative errno when it cannot be read
+ * or the new memfd cannot be made. @why gets a static reason on failure.
  */
-int handoff_state_adopt(int fd, const char *dev, int port, uint32_t max_gids,
-			size_t counters_size, uint32_t *ret_cleared, HandoffState **ret);
+int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn dropped,
+			void *userdata, HandoffState **ret, bool *ret_converted, const char **why);
 void handoff_state_free(HandoffState *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HandoffState, handoff_state_free)
 
 int handoff_state_fd(const HandoffState *s);
+uint64_t handoff_state_pair_id(const HandoffState *s);
+/* What wrote it: "rdmacm-mux 0.1.0" for the raw layout. */
+const char *handoff_state_writer(const HandoffState *s);
 uint32_t handoff_state_slot_count(const HandoffState *s);
 /* Slot @i (0-based), or NULL past the end. */
-HandoffSlot *handoff_state_slot(HandoffState *s, uint32_t i);
-/* The counters' bytes, in the memfd. */
+HandoffClientSlot *handoff_state_slot(HandoffState *s, uint32_t i);
+/* The counters' bytes, in the memfd, laid out as RelayCounters. */
 void *handoff_state_counters(HandoffState *s);
 
 /**
@@ -67,9 +79,33 @@ int handoff_state_claim(HandoffState *s, uint32_t id);
 /* Free slot @i. */
 void handoff_state_release(HandoffState *s, int i);
 void handoff_state_set_hello(HandoffState *s, int i, uint64_t caps);
-/* Add @flags (HANDOFF_F_*) to slot @i. */
+/* Add @flags (HANDOFF_CLIENT_F_*) to slot @i. */
 void handoff_state_add_flags(HandoffState *s, int i, uint32_t flags);
 /* The client's GIDs are @gids[0..@n): rewritten in the crash-safe order. */
 void handoff_state_set_gids(HandoffState *s, int i, const uint8_t (*gids)[16], uint32_t n);
+
+/**
+ * handoff_state_owe() - write down that client @client_id is owed the
+ * answer to @req, its @seq-th request in answer order.
+ * Return: the record's index, or -ENOSPC.
+ */
+int handoff_state_owe(HandoffState *s, uint32_t client_id, uint64_t seq,
+		      const struct rdmacm_mux_msg *req);
+/* The answer of record @i was given (queued): the record goes. */
+void handoff_state_owed_clear(HandoffState *s, int i);
+/* Every record of client @client_id goes (it left). */
+void handoff_state_owed_clear_client(HandoffState *s, uint32_t client_id);
+/**
+ * handoff_state_owed_take() - the records a predecessor left for client
+ * @client_id, oldest first (by seq), as indexes in @ret (cleared first).
+ * The caller answers each and clears it.
+ */
+void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret);
+/* Record @i (its frame is the request to answer). */
+const HandoffOwed *handoff_state_owed(HandoffState *s, int i);
+
+/* The crash-loop guard's count of unsettled starts. */
+uint32_t handoff_state_guard_starts(const HandoffState *s);
+void handoff_state_guard_set_starts(HandoffState *s, uint32_t n);
 
 #endif

@@ -24,6 +24,9 @@ static const char *const relay_rx_drop_names[RX_DROP_COUNT] = {
 	[RX_DROP_BAD_STATE] = "bad-state",
 	[RX_DROP_HALF_OPEN_QUOTA] = "half-open-quota",
 	[RX_DROP_PEER_QUOTA] = "peer-quota",
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	[RX_DROP_FUTURE] = "future-test",
+#endif
 };
 
 static const char *const relay_tx_reject_names[TX_REJECT_COUNT] = {

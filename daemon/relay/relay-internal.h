@@ -134,9 +134,14 @@ struct Relay {
 	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
 	int sessions_fd;       /* the memfd the sessions live in, or -1 */
+	/* The crash-loop guard's wait for this start to settle
+	 * (handoff-relay.c): MADs relayed at the take-over, and its sources. */
+	uint64_t settle_mark;
+	sd_event_source *settle_post;
+	sd_event_source *settle_timer;
 };
 
-/* ---- relay-handoff.c: keeping the hand-off state current ---- */
+/* ---- handoff-relay.c: keeping the hand-off state current ---- */
 
 /* A new connection (not one taken over): a slot, and its fd stored. */
 void relay_handoff_client_added(Relay *r, RelayClient *c);
@@ -147,6 +152,17 @@ void relay_handoff_client_gids(Relay *r, RelayClient *c);
 void relay_handoff_client_hello(Relay *r, RelayClient *c);
 /* Its "own GID in addr.gid" line was logged: not again after a restart. */
 void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
+/**
+ * relay_handoff_owe() - before @req leaves the loop unanswered (a sender
+ * has it, its response's place is kept), write down that @c is owed its
+ * answer, @seq-th in @c's answer order: a successor after a crash gives it.
+ * Return: the record, for relay_handoff_owed_answered(), or -1 (none kept).
+ */
+int relay_handoff_owe(Relay *r, RelayClient *c, uint64_t seq, const struct rdmacm_mux_msg *req);
+/* The answer of record @owed (or -1) is queued: the record goes. */
+void relay_handoff_owed_answered(Relay *r, int owed);
+/* The relay goes: the hand-off's event sources go with it. */
+void relay_handoff_free(Relay *r);
 
 /* ---- relay.c ---- */
 

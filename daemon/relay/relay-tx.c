@@ -475,6 +475,7 @@ typedef struct RelayTxJob {
 	Relay *relay;
 	uint32_t client_id;
 	uint64_t response;	    /* the response's kept place */
+	int owed;		    /* its record in the hand-off state, or -1 */
 	struct rdmacm_mux_msg req;  /* echoed in the response */
 	RelayTxContext t;	    /* .buf and .sgid point into this job */
 } RelayTxJob;
@@ -522,6 +523,9 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		g_free(job);
 		return relay_tx_sent(r, t, buf, req, err);
 	}
+	/* Unanswered until the sender reports: a crash must not leave the
+	 * client waiting for ever. */
+	job->owed = relay_handoff_owe(r, c, job->response, req);
 	c->slow_sends++;
 	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
@@ -547,6 +551,7 @@ void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
 		err = relay_tx_sent(r, &job->t, &job->send.buf, &job->req, job->send.result);
 		relay_response_frame(c, &job->req, err);
 		client_fill_response(&c->conn, job->response, &job->req);
+		relay_handoff_owed_answered(r, job->owed);
 		c->stats.requests++;
 		c->slow_sends--;
 		relay_mark_dirty(r, c);

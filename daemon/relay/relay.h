@@ -58,6 +58,9 @@ typedef enum RxDrop {
 	RX_DROP_BAD_STATE,     /* cannot arrive in the session's state */
 	RX_DROP_HALF_OPEN_QUOTA, /* a new REQ past the client's (or daemon's) half-open budget */
 	RX_DROP_PEER_QUOTA,    /* a new REQ past one peer's share of that budget */
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	RX_DROP_FUTURE, /* the test-only "future" build's added reason (never counted) */
+#endif
 	RX_DROP_COUNT,
 } RxDrop;
 
@@ -95,6 +98,12 @@ typedef struct RelayCounters {
 	uint64_t sessions_created;
 	uint64_t sessions_expired;
 	uint64_t recv_errors;
+	uint64_t handoff_guard_trips;	/* starts that dropped their sessions (crash loop) */
+	uint64_t handoff_items_dropped; /* clients, sessions, answers not taken over */
+	uint64_t handoff_owed_answered; /* answers a crashed predecessor owed, given */
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	uint64_t future_counter; /* the test-only "future" build's added counter */
+#endif
 } RelayCounters;
 
 typedef struct Relay Relay;

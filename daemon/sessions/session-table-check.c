@@ -6,17 +6,6 @@
  */
 #include "session-table-internal.h"
 
-/* Whether slot @s is filed in index @c: live sessions in the indexes their
- * flags name, tombstones in the wire index only. */
-static bool slot_indexed_in(const Session *s, SessionChain c)
-{
-	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
-
-	if (!(s->flags & flag[c]))
-		return false;
-	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
-}
-
 const char *session_table_check(const SessionTable *t)
 {
 	uint32_t *const buckets[] = { t->wire_buckets, t->client_buckets, t->peer_buckets };
@@ -37,7 +26,7 @@ const char *session_table_check(const SessionTable *t)
 		uint64_t claimed = 0, found = 0;
 
 		for (uint32_t h = 1; h <= t->used; h++)
-			claimed += slot_indexed_in(slot(t, h), (SessionChain)c);
+			claimed += session_slot_indexed_in(slot(t, h), (SessionChain)c);
 		for (uint32_t b = 0; b < t->capacity; b++) {
 			uint64_t steps = 0;
 
@@ -46,7 +35,7 @@ const char *session_table_check(const SessionTable *t)
 
 				if (h > t->used)
 					return "an index chain points past the used slots";
-				if (!slot_indexed_in(slot(t, h), (SessionChain)c))
+				if (!session_slot_indexed_in(slot(t, h), (SessionChain)c))
 					return "an index chain holds a session that is not in it";
 				(void)session_table_index_of(t, h, (SessionChain)c, &hash);
 				if (bucket_of(t, hash) != b)

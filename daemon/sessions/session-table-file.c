@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the session table's file: taking over the table a predecessor kept
- * in a memfd (nothing in it trusted), and writing a table that was not
- * kept in one into a memfd for a successor.
+ * in a memfd in place (nothing in it trusted), importing the records of
+ * another version's table into a new one, and writing a table that was
+ * not kept in a memfd into one for a successor.
  */
 #include <errno.h>
 #include <glib.h>
@@ -26,20 +27,33 @@ static int timer_entry_cmp(const void *a, const void *b)
 	return x->left < y->left ? -1 : x->left > y->left ? 1 : (x->handle > y->handle) - (x->handle < y->handle);
 }
 
-/* Whether slot @s holds a session this table could have written. */
-static bool slot_plausible(const Session *s)
+/* Whether slot @s holds a session this table could have written; if
+ * not, *@why says what is wrong. */
+static bool slot_plausible(const Session *s, const char **why)
 {
 	uint8_t in = s->flags & (SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER);
 
 	if (s->flags & ~(SESSION_F_IN_WIRE | SESSION_F_IN_CLIENT | SESSION_F_IN_PEER |
-			 SESSION_F_REMOTE | SESSION_F_HALF_OPEN | SESSION_F_LIVE))
+			 SESSION_F_REMOTE | SESSION_F_HALF_OPEN | SESSION_F_LIVE)) {
+		*why = "flags this version does not know";
 		return false;
-	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT)
+	}
+	/* Stored as wire numbers, which are the enums' values. */
+	if (handoff_wire_to_enum(HANDOFF_ENUM_SESSION_STATE, s->state) < 0 ||
+	    handoff_wire_to_enum(HANDOFF_ENUM_SESSION_TIMER, s->timer) < 0) {
+		*why = "a state or timer this version does not know";
 		return false;
+	}
 	if (((in & SESSION_F_IN_WIRE) && s->wire_id == 0) ||
-	    ((in & SESSION_F_IN_CLIENT) && s->client_comm_id == 0))
+	    ((in & SESSION_F_IN_CLIENT) && s->client_comm_id == 0) || s->client_id == 0) {
+		*why = "an id of 0 where it needs one";
 		return false;
-	return !(s->flags & SESSION_F_HALF_OPEN) || (s->flags & SESSION_F_REMOTE);
+	}
+	if ((s->flags & SESSION_F_HALF_OPEN) && !(s->flags & SESSION_F_REMOTE)) {
+		*why = "half-open but not started by a peer";
+		return false;
+	}
+	return true;
 }
 
 /* Whether an index already holds the key @h would be filed under. */
@@ -61,67 +75,37 @@ static bool key_taken(SessionTable *t, uint32_t h, SessionChain c)
 	return false;
 }
 
-int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
-			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
-			SessionTable **ret)
+/*
+ * Take over the slots of @t (mapped, t->used set, indexes allocated and
+ * empty): slot by slot, a session whose owner is back and whose fields and
+ * keys hold up is kept, with its timer; a tombstone keeps its id;
+ * anything else becomes a free slot. Return: the sessions dropped.
+ */
+static uint32_t adopt_slots(SessionTable *t, SessionOwnerFn owner_of, SessionDroppedFn dropped_fn,
+			    void *userdata)
 {
-	SessionFileHeader h;
-	struct stat st;
-	SessionTable *t;
-	size_t index_bytes;
 	GArray *timers[TIMER_LISTS];
-	uint32_t dropped = 0, now_ms = ms_ticks(now);
-	void *map;
+	uint32_t dropped = 0, now_ms = t->clock_ms;
 
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fstat(fd, &st) < 0)
-		return -EINVAL;
-	if (memcmp(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic)) != 0 ||
-	    h.version != SESSION_FILE_VERSION || h.session_size != sizeof(Session) ||
-	    h.capacity < INITIAL_CAPACITY || h.capacity > (1u << 30) ||
-	    (h.capacity & (h.capacity - 1)) || h.used > h.capacity ||
-	    (uint64_t)st.st_size < SESSION_FILE_HEADER + (uint64_t)h.capacity * sizeof(Session))
-		return -EINVAL;
-	t = session_table_new_empty(timeouts_ms, fd);
-	if (!t)
-		return -ENOMEM;
-	t->file_bytes = SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session);
-	map = mmap(NULL, t->file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	index_bytes = (size_t)h.capacity * sizeof(uint32_t);
-	if (map == MAP_FAILED) {
-		t->fd = -1;
-		session_table_free(t);
-		return -ENOMEM;
-	}
-	t->file = map;
-	t->slots = session_file_slots(map);
-	t->capacity = h.capacity;
-	t->used = h.used;
-	t->clock_ms = now_ms;
-	t->wire_buckets = session_table_alloc_array(index_bytes);
-	t->client_buckets = session_table_alloc_array(index_bytes);
-	t->peer_buckets = session_table_alloc_array(index_bytes);
-	if (!t->wire_buckets || !t->client_buckets || !t->peer_buckets) {
-		t->fd = -1;
-		session_table_free(t);
-		return -ENOMEM;
-	}
 	for (unsigned k = 0; k < TIMER_LISTS; k++)
 		timers[k] = g_array_new(FALSE, FALSE, sizeof(TimerEntry));
-
-	/* Slot by slot: a session whose owner is back and whose fields and
-	 * keys hold up is kept, with its timer; a tombstone keeps its id;
-	 * anything else becomes a free slot. */
 	for (uint32_t i = t->used; i >= 1; i--) {
 		Session *s = slot(t, i);
 		SessionList *owner = NULL;
 		bool keep = false, tomb = false;
+		const char *why = NULL;
 
 		if (s->flags == (SESSION_F_IN_WIRE | SESSION_F_TOMB) && s->wire_id != 0) {
 			tomb = !key_taken(t, i, CHAIN_WIRE);
-		} else if ((s->flags & SESSION_F_LIVE) && slot_plausible(s)) {
+		} else if ((s->flags & SESSION_F_LIVE) && slot_plausible(s, &why)) {
 			owner = owner_of(userdata, s->client_id);
-			keep = owner && !((s->flags & SESSION_F_IN_WIRE) && key_taken(t, i, CHAIN_WIRE)) &&
-			       !((s->flags & SESSION_F_IN_CLIENT) && key_taken(t, i, CHAIN_CLIENT));
+			if (!owner)
+				why = "its client is not back";
+			else if (((s->flags & SESSION_F_IN_WIRE) && key_taken(t, i, CHAIN_WIRE)) ||
+				 ((s->flags & SESSION_F_IN_CLIENT) && key_taken(t, i, CHAIN_CLIENT)))
+				why = "another session has its id";
+			else
+				keep = true;
 		}
 		if (tomb || keep) {
 			TimerEntry e = { (int32_t)(s->deadline_ms - now_ms), i };
@@ -131,12 +115,7 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 			s->timer_prev = s->timer_next = 0;
 			s->owner_prev = s->owner_next = 0;
 			s->timer = SESSION_TIMER_NONE;
-			if (s->flags & SESSION_F_IN_WIRE)
-				session_table_index_update(t, i, CHAIN_WIRE, true);
-			if (s->flags & SESSION_F_IN_CLIENT)
-				session_table_index_update(t, i, CHAIN_CLIENT, true);
-			if (s->flags & SESSION_F_IN_PEER)
-				session_table_index_update(t, i, CHAIN_PEER, true);
+			session_table_file_slot(t, i);
 			if (kind != SESSION_TIMER_NONE)
 				g_array_append_val(timers[kind], e);
 		}
@@ -145,8 +124,11 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 			continue;
 		}
 		if (!keep) {
-			if (s->flags & SESSION_F_LIVE)
+			if (s->flags & SESSION_F_LIVE) {
 				dropped++;
+				if (dropped_fn)
+					dropped_fn(userdata, s, why ? why : "it does not hold up");
+			}
 			session_table_slot_release(t, i);
 			continue;
 		}
@@ -172,35 +154,140 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 		}
 		g_array_free(timers[k], TRUE);
 	}
+	return dropped;
+}
+
+static bool alloc_indexes(SessionTable *t)
+{
+	size_t index_bytes = (size_t)t->capacity * sizeof(uint32_t);
+
+	t->wire_buckets = session_table_alloc_array(index_bytes);
+	t->client_buckets = session_table_alloc_array(index_bytes);
+	t->peer_buckets = session_table_alloc_array(index_bytes);
+	return t->wire_buckets && t->client_buckets && t->peer_buckets;
+}
+
+int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
+			SessionOwnerFn owner_of, SessionDroppedFn dropped_fn, void *userdata,
+			uint32_t *ret_dropped, SessionTable **ret)
+{
+	uint8_t page[HANDOFF_PAGE];
+	const HandoffSection *sec;
+	struct stat st;
+	SessionTable *t;
+	uint64_t cap;
+	uint32_t dropped;
+	void *map;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (pread(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page) ||
+	    handoff_header_check(page, sizeof(page), (uint64_t)st.st_size, HANDOFF_KIND_SESSIONS,
+				 NULL) < 0)
+		return -EBADMSG;
+	sec = handoff_header_find(page, HANDOFF_SECTION_SESSIONS);
+	if (!sec || sec->offset != SESSION_FILE_HEADER || sec->record_size != sizeof(Session))
+		return -EBADMSG;
+	cap = sec->length / sizeof(Session);
+	if (cap < INITIAL_CAPACITY || cap > (1u << 30) || (cap & (cap - 1)) ||
+	    sec->length != cap * sizeof(Session) || sec->n_records > cap)
+		return -EBADMSG;
+	t = session_table_new_empty(timeouts_ms, fd);
+	if (!t)
+		return -ENOMEM;
+	t->file_bytes = SESSION_FILE_HEADER + (size_t)cap * sizeof(Session);
+	map = mmap(NULL, t->file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		t->fd = -1;
+		session_table_free(t);
+		return -ENOMEM;
+	}
+	t->file = map;
+	t->file_section = session_file_section(map);
+	t->slots = session_file_slots(map);
+	t->capacity = (uint32_t)cap;
+	t->used = sec->n_records;
+	t->clock_ms = ms_ticks(now);
+	if (!alloc_indexes(t)) {
+		t->fd = -1;
+		session_table_free(t);
+		return -ENOMEM;
+	}
+	dropped = adopt_slots(t, owner_of, dropped_fn, userdata);
 	if (ret_dropped)
 		*ret_dropped = dropped;
 	*ret = t;
 	return 0;
 }
 
-int session_table_save(const SessionTable *t, int fd)
+/* Make room for @n slots in a fresh table (capacity only grows). */
+static int reserve_slots(SessionTable *t, uint32_t n)
 {
-	SessionFileHeader h = { .version = SESSION_FILE_VERSION,
-				.session_size = sizeof(Session),
-				.capacity = MAX(t->capacity, INITIAL_CAPACITY),
-				.used = t->used };
-	size_t bytes = (size_t)t->used * sizeof(Session);
-	const uint8_t *p = (const uint8_t *)t->slots;
-	off_t off = SESSION_FILE_HEADER;
+	while (t->capacity < n) {
+		uint32_t used = t->used;
+		int r;
 
-	memcpy(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic));
-	if (ftruncate(fd, 0) < 0 ||
-	    ftruncate(fd, (off_t)(SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session))) < 0 ||
-	    pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-		return -errno;
-	while (bytes > 0) {
-		ssize_t n = pwrite(fd, p, bytes, off);
-
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += n;
-		bytes -= (size_t)n;
+		/* grow() reindexes the used slots: none yet. */
+		t->used = 0;
+		r = session_table_grow(t);
+		t->used = used;
+		if (r < 0)
+			return r;
 	}
 	return 0;
+}
+
+int session_table_import(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], const void *records,
+			 uint32_t record_size, uint32_t n, int fd, const SessionFileOwner *owner,
+			 uint64_t now, SessionOwnerFn owner_of, SessionDroppedFn dropped_fn,
+			 void *userdata, uint32_t *ret_dropped, SessionTable **ret)
+{
+	SessionTable *t = NULL;
+	size_t take = MIN((size_t)record_size, sizeof(Session));
+	uint32_t dropped;
+	int r;
+
+	if (n > (1u << 30))
+		return -E2BIG;
+	r = session_table_new_in(timeouts_ms, fd, owner, &t);
+	if (r < 0)
+		return r;
+	r = reserve_slots(t, n);
+	if (r < 0) {
+		t->fd = -1;
+		session_table_free(t);
+		return r;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(&t->slots[i], (const uint8_t *)records + (size_t)i * record_size, take);
+	t->used = n;
+	t->clock_ms = ms_ticks(now);
+	/* The indexes were made for no slot: start them over. */
+	memset(t->wire_buckets, 0, (size_t)t->capacity * sizeof(uint32_t));
+	memset(t->client_buckets, 0, (size_t)t->capacity * sizeof(uint32_t));
+	memset(t->peer_buckets, 0, (size_t)t->capacity * sizeof(uint32_t));
+	dropped = adopt_slots(t, owner_of, dropped_fn, userdata);
+	__atomic_store_n(&t->file_section->n_records, t->used, __ATOMIC_RELEASE);
+	if (ret_dropped)
+		*ret_dropped = dropped;
+	*ret = t;
+	return 0;
+}
+
+int session_table_save(const SessionTable *t, int fd, const SessionFileOwner *owner)
+{
+	SessionTable *copy = NULL;
+	int r = session_table_new_in(t->timeouts_ms, fd, owner, &copy);
+
+	if (r < 0)
+		return r;
+	r = reserve_slots(copy, t->used);
+	if (r == 0 && t->used) {
+		memcpy(copy->slots, t->slots, (size_t)t->used * sizeof(Session));
+		copy->used = t->used;
+		copy->file_section->n_records = t->used;
+	}
+	copy->fd = -1; /* the caller's */
+	session_table_free(copy);
+	return r;
 }

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "handoff-format.h"
 #include "session-table.h"
 
 #define INITIAL_CAPACITY 1024u
@@ -27,27 +28,20 @@
 #define HUGE_PAGE (2u << 20)
 
 /*
- * A table kept in a memfd (session_table_new_in()) starts with this page;
- * the slots follow it. Everything else (indexes, timer lists, owner lists,
- * counts) is derived from the slots, so a successor rebuilds it
- * (session_table_adopt()).
+ * A table kept in a memfd (session_table_new_in()) is the hand-off
+ * format's "sessions" memfd (handoff-format.h): a header page whose
+ * directory has one SESSIONS section, and the slots from offset
+ * HANDOFF_PAGE on, which are that section's records. Everything else
+ * (indexes, timer lists, owner lists, counts) is derived from the slots,
+ * so a successor rebuilds it (session_table_adopt()).
  */
-#define SESSION_FILE_MAGIC "RMUXSESS"
-#define SESSION_FILE_VERSION 1u
-#define SESSION_FILE_HEADER 4096u
-
-typedef struct SessionFileHeader {
-	char magic[8];
-	uint32_t version;
-	uint32_t session_size; /* sizeof(Session) of the writer */
-	uint32_t capacity;
-	uint32_t used;
-} SessionFileHeader;
+#define SESSION_FILE_HEADER HANDOFF_PAGE
 
 struct SessionTable {
 	Session *slots;	  /* slots[handle - 1] */
 	int fd;		  /* the memfd the slots live in, or -1 */
-	SessionFileHeader *file; /* its mapping, header first; NULL without a fd */
+	void *file; /* its mapping, header page first; NULL without a fd */
+	HandoffSection *file_section; /* the SESSIONS entry in its directory */
 	size_t file_bytes;
 	uint32_t capacity; /* a power of two; also the bucket count */
 	uint32_t used;	   /* slots ever handed out (high-water mark) */
@@ -120,6 +114,20 @@ static inline Session *slot(const SessionTable *t, uint32_t h)
 
 typedef enum SessionChain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER } SessionChain;
 
+/*
+ * The one rule for which indexes a slot is filed in: a live session in
+ * those its flags name, a tombstone in the wire index only. Rebuilding the
+ * indexes, taking a table over and the consistency check all use it.
+ */
+static inline bool session_slot_indexed_in(const Session *s, SessionChain c)
+{
+	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
+
+	if (!(s->flags & flag[c]))
+		return false;
+	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
+}
+
 /* Where @h's link in chain @c is. */
 uint32_t *session_table_chain_next(const SessionTable *t, uint32_t h, SessionChain c);
 /* The buckets of chain @c and the hash of @h's key in it. */
@@ -132,9 +140,15 @@ void session_table_timer_link(SessionTable *t, uint32_t h, unsigned kind, uint32
 void *session_table_alloc_array(size_t bytes);
 /* A table with no slots yet; @fd (or -1) is where its slots will live. */
 SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd);
+/* Double the capacity (slots, file and indexes). Return: 0 or -ENOMEM. */
+int session_table_grow(SessionTable *t);
 /* Put slot @h on the free list. */
 void session_table_slot_release(SessionTable *t, uint32_t h);
 /* The slots in a memfd mapping, after its header page. */
 Session *session_file_slots(void *map);
+/* The SESSIONS entry of a memfd mapping's directory. */
+HandoffSection *session_file_section(void *map);
+/* File slot @h in every index session_slot_indexed_in() names. */
+void session_table_file_slot(SessionTable *t, uint32_t h);
 
 #endif

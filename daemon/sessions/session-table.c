@@ -108,19 +108,15 @@ static void reindex_all(SessionTable *t)
 	memset(t->wire_buckets, 0, t->capacity * sizeof(uint32_t));
 	memset(t->client_buckets, 0, t->capacity * sizeof(uint32_t));
 	memset(t->peer_buckets, 0, t->capacity * sizeof(uint32_t));
-	for (uint32_t h = 1; h <= t->used; h++) {
-		Session *s = slot(t, h);
-		if ((s->flags & SESSION_F_TOMB) && (s->flags & SESSION_F_IN_WIRE))
-			session_table_index_update(t, h, CHAIN_WIRE, true);
-		if (!(s->flags & SESSION_F_LIVE))
-			continue;
-		if (s->flags & SESSION_F_IN_WIRE)
-			session_table_index_update(t, h, CHAIN_WIRE, true);
-		if (s->flags & SESSION_F_IN_CLIENT)
-			session_table_index_update(t, h, CHAIN_CLIENT, true);
-		if (s->flags & SESSION_F_IN_PEER)
-			session_table_index_update(t, h, CHAIN_PEER, true);
-	}
+	for (uint32_t h = 1; h <= t->used; h++)
+		session_table_file_slot(t, h);
+}
+
+void session_table_file_slot(SessionTable *t, uint32_t h)
+{
+	for (int c = CHAIN_WIRE; c <= CHAIN_PEER; c++)
+		if (session_slot_indexed_in(slot(t, h), (SessionChain)c))
+			session_table_index_update(t, h, (SessionChain)c, true);
 }
 
 /* Zeroed memory for @bytes; big arrays are fresh mappings with THP advice
@@ -159,12 +155,20 @@ Session *session_file_slots(void *map)
 	return (Session *)(void *)((uint8_t *)map + SESSION_FILE_HEADER);
 }
 
+/* The SESSIONS entry of a sessions memfd's directory. */
+HandoffSection *session_file_section(void *map)
+{
+	return (HandoffSection *)(void *)((uint8_t *)map + HANDOFF_HEADER_SIZE);
+}
+
 /* The slots in the memfd, now with room for @cap: the file grows and is
- * mapped again whole; what it holds stays where it is. Return: the slots,
- * or NULL. */
+ * mapped again whole; what it holds stays where it is. The section's
+ * length grows after the file did, so that a crash in between leaves a
+ * section inside the file. Return: the slots, or NULL. */
 static Session *file_map(SessionTable *t, uint32_t cap)
 {
 	size_t bytes = SESSION_FILE_HEADER + (size_t)cap * sizeof(Session);
+	bool has_header = t->file_section != NULL;
 	void *p;
 
 	if (ftruncate(t->fd, (off_t)bytes) < 0)
@@ -176,11 +180,14 @@ static Session *file_map(SessionTable *t, uint32_t cap)
 		munmap(t->file, t->file_bytes);
 	t->file = p;
 	t->file_bytes = bytes;
-	t->file->capacity = cap;
+	t->file_section = has_header ? session_file_section(p) : NULL;
+	if (t->file_section)
+		__atomic_store_n(&t->file_section->length, (uint64_t)cap * sizeof(Session),
+				 __ATOMIC_RELEASE);
 	return session_file_slots(p);
 }
 
-static int grow(SessionTable *t)
+int session_table_grow(SessionTable *t)
 {
 	uint32_t cap = t->capacity ? t->capacity * 2 : INITIAL_CAPACITY;
 	size_t slot_bytes = (size_t)cap * sizeof(Session), index_bytes = (size_t)cap * sizeof(uint32_t);
@@ -238,7 +245,7 @@ SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 {
 	SessionTable *t = session_table_new_empty(timeouts_ms, -1);
 
-	if (t && grow(t) < 0) {
+	if (t && session_table_grow(t) < 0) {
 		session_table_free(t);
 		return NULL;
 	}
@@ -246,22 +253,29 @@ SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 }
 
 int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
-			 SessionTable **ret)
+			 const SessionFileOwner *owner, SessionTable **ret)
 {
 	SessionTable *t = session_table_new_empty(timeouts_ms, fd);
+	HandoffSection *sec;
 	int r;
 
 	if (!t)
 		return -ENOMEM;
-	if (ftruncate(fd, 0) < 0 || grow(t) < 0) {
+	errno = 0;
+	if (ftruncate(fd, 0) < 0 || session_table_grow(t) < 0) {
 		r = errno ? -errno : -ENOMEM;
 		t->fd = -1; /* the caller's */
 		session_table_free(t);
 		return r;
 	}
-	memcpy(t->file->magic, SESSION_FILE_MAGIC, sizeof(t->file->magic));
-	t->file->version = SESSION_FILE_VERSION;
-	t->file->session_size = sizeof(Session);
+	sec = handoff_header_init(t->file, HANDOFF_KIND_SESSIONS, 1, owner->pair_id, owner->dev,
+				  owner->port);
+	*sec = (HandoffSection){ .type = HANDOFF_SECTION_SESSIONS,
+				 .offset = SESSION_FILE_HEADER,
+				 .length = (uint64_t)t->capacity * sizeof(Session),
+				 .record_size = sizeof(Session),
+				 .n_records = 0 };
+	t->file_section = sec;
 	*ret = t;
 	return 0;
 }
@@ -412,11 +426,13 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 		h = t->free_head;
 		t->free_head = slot(t, h)->next_wire;
 	} else {
-		if (t->used == t->capacity && grow(t) < 0)
+		if (t->used == t->capacity && session_table_grow(t) < 0)
 			return 0;
 		h = ++t->used;
-		if (t->file)
-			t->file->used = t->used;
+		/* The slot past the old count is zero (the file grew by
+		 * ftruncate, or it was released): counting it first is safe. */
+		if (t->file_section)
+			__atomic_store_n(&t->file_section->n_records, t->used, __ATOMIC_RELEASE);
 	}
 	s = slot(t, h);
 	memset(s, 0, sizeof(*s));

@@ -39,31 +39,38 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cm-codec.h" /* GID_LEN */
 
+/*
+ * The values of SessionState and SessionTimer are stored in the session
+ * records as they are: they are the hand-off format's wire numbers
+ * (handoff-format.c asserts each one). Never renumber a value; a new one
+ * takes the next number.
+ */
 typedef enum SessionState {
-	SESSION_REQ_SENT,    /* our client sent a REQ */
-	SESSION_REQ_RCVD,    /* a peer's REQ went to our client */
-	SESSION_REP_SENT,    /* our client answered with REP */
-	SESSION_REP_RCVD,    /* the peer answered our client's REQ */
-	SESSION_ESTABLISHED, /* RTU seen: quiet for hours, no timer */
-	SESSION_CLOSING,     /* DREQ, DREP or REJ seen: removal pending */
-	SESSION_SIDR_SENT,   /* our client's SIDR_REQ */
-	SESSION_SIDR_RCVD,   /* a peer's SIDR_REQ went to our client */
+	SESSION_REQ_SENT = 0,	 /* our client sent a REQ */
+	SESSION_REQ_RCVD = 1,	 /* a peer's REQ went to our client */
+	SESSION_REP_SENT = 2,	 /* our client answered with REP */
+	SESSION_REP_RCVD = 3,	 /* the peer answered our client's REQ */
+	SESSION_ESTABLISHED = 4, /* RTU seen: quiet for hours, no timer */
+	SESSION_CLOSING = 5,	 /* DREQ, DREP or REJ seen: removal pending */
+	SESSION_SIDR_SENT = 6,	 /* our client's SIDR_REQ */
+	SESSION_SIDR_RCVD = 7,	 /* a peer's SIDR_REQ went to our client */
 	SESSION_STATE_COUNT,
 } SessionState;
 
 typedef enum SessionTimer {
-	SESSION_TIMER_NONE,
-	SESSION_TIMER_HANDSHAKE, /* idle timer of a half-open handshake */
-	SESSION_TIMER_CLOSING,	 /* removal after DREQ/DREP/REJ */
-	SESSION_TIMER_SIDR,	 /* a SIDR query's lifetime */
+	SESSION_TIMER_NONE = 0,
+	SESSION_TIMER_HANDSHAKE = 1, /* idle timer of a half-open handshake */
+	SESSION_TIMER_CLOSING = 2,   /* removal after DREQ/DREP/REJ */
+	SESSION_TIMER_SIDR = 3,	     /* a SIDR query's lifetime */
 	SESSION_TIMER_COUNT,
 } SessionTimer;
 
-/* Session.flags */
+/* Session.flags (wire values too) */
 #define SESSION_F_IN_WIRE 0x01	 /* in the wire id index */
 #define SESSION_F_IN_CLIENT 0x02 /* in the (client, comm id) index */
 #define SESSION_F_IN_PEER 0x04	 /* in the (peer comm id, local GID) index */
@@ -72,6 +79,27 @@ typedef enum SessionTimer {
 #define SESSION_F_TOMB 0x40	 /* a dead session's reserved wire id */
 #define SESSION_F_LIVE 0x80
 
+/*
+ * A session, and its record in the hand-off format's SESSIONS section
+ * (handoff-format.h): the table's slots are the memfd's bytes, written in
+ * place, so this struct is the record. Its layout is fixed (asserted
+ * below); a new field is appended, with its offset asserted, and reads as
+ * zero from a record an older writer left.
+ *
+ *   off size field            off size field
+ *     0  4 wire_id             52  1 state (SessionState)
+ *     4  4 client_comm_id      53  1 timer (SessionTimer)
+ *     8  4 peer_comm_id        54  1 flags (SESSION_F_*)
+ *    12  4 client_id           55  1 reserved
+ *    16  4 deadline_ms         56  2 peer_lid
+ *    20  4 created_ms          58  2 reserved2
+ *    24 28 next_wire .. owner_next: the writer's own links (hash chains,
+ *          timer and owner lists); a reader ignores and rebuilds them
+ *    60 16 local_gid           76 16 peer_gid
+ *
+ * deadline_ms and created_ms are CLOCK_MONOTONIC milliseconds (mod 2^32):
+ * the same clock in every process of one boot.
+ */
 typedef struct Session {
 	uint32_t wire_id;	 /* 0 until assigned */
 	uint32_t client_comm_id; /* 0 until the client used one */
@@ -90,7 +118,35 @@ typedef struct Session {
 	uint16_t reserved2;
 	uint8_t local_gid[GID_LEN]; /* our client's GID in this session */
 	uint8_t peer_gid[GID_LEN];  /* the remote end's GID, zero if unknown */
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	uint32_t future_field; /* the test-only "future" build's appended field */
+#endif
 } Session;
+
+#define SESSION_ASSERT_FIELD(field, off, size)                                           \
+	_Static_assert(offsetof(Session, field) == (off) &&                              \
+			       sizeof(((Session *)0)->field) == (size),                  \
+		       "Session." #field " is at " #off ", " #size " bytes")
+SESSION_ASSERT_FIELD(wire_id, 0, 4);
+SESSION_ASSERT_FIELD(client_comm_id, 4, 4);
+SESSION_ASSERT_FIELD(peer_comm_id, 8, 4);
+SESSION_ASSERT_FIELD(client_id, 12, 4);
+SESSION_ASSERT_FIELD(deadline_ms, 16, 4);
+SESSION_ASSERT_FIELD(created_ms, 20, 4);
+SESSION_ASSERT_FIELD(next_wire, 24, 4);
+SESSION_ASSERT_FIELD(owner_next, 48, 4);
+SESSION_ASSERT_FIELD(state, 52, 1);
+SESSION_ASSERT_FIELD(timer, 53, 1);
+SESSION_ASSERT_FIELD(flags, 54, 1);
+SESSION_ASSERT_FIELD(peer_lid, 56, 2);
+SESSION_ASSERT_FIELD(local_gid, 60, 16);
+SESSION_ASSERT_FIELD(peer_gid, 76, 16);
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+SESSION_ASSERT_FIELD(future_field, 92, 4);
+_Static_assert(sizeof(Session) == 96, "a future session record is 96 bytes");
+#else
+_Static_assert(sizeof(Session) == 92, "a session record is 92 bytes");
+#endif
 
 /* The per-client list of sessions; the client owns it. */
 typedef struct SessionList {
@@ -112,33 +168,61 @@ typedef void (*SessionRemovedFn)(void *userdata, const Session *s);
  *               (index SESSION_TIMER_NONE is ignored); each < 2^31
  */
 SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT]);
+/* Whose sessions memfd it is: written into its header (handoff-format.h). */
+typedef struct SessionFileOwner {
+	const char *dev;
+	int port;
+	uint64_t pair_id; /* the same as the state memfd's */
+} SessionFileOwner;
+
+/* Called for each session a take-over drops, with the reason. */
+typedef void (*SessionDroppedFn)(void *userdata, const Session *s, const char *why);
+
 /**
  * session_table_new_in() - an empty table whose sessions live in the memfd
- * @fd (truncated first; the caller keeps the fd), so that a successor can
- * take them over (session_table_adopt()) even after a crash.
+ * @fd (truncated first; the caller keeps the fd), in the hand-off format's
+ * sessions layout, so that a successor can take them over
+ * (session_table_adopt()) even after a crash.
  * Return: 0 or a negative errno.
  */
 int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
-			 SessionTable **ret);
+			 const SessionFileOwner *owner, SessionTable **ret);
 /**
- * session_table_adopt() - take over the table a predecessor kept in @fd.
- * Nothing in the file is trusted: every session must hold up (flags,
- * state, timer, unique keys) and have an owner, which @owner_of gives by
- * client id (NULL: the client is not back, the session goes); the indexes,
- * timer lists, owner lists and counts are rebuilt. @now (monotonic usec)
- * is the time of the take-over.
- * Return: 0 with *@ret_dropped the sessions that did not hold up; -EINVAL
- * for a file that is not a table of this layout; -ENOMEM.
+ * session_table_adopt() - take over, in place, the table a predecessor
+ * kept in @fd (the caller keeps the fd). Nothing in the file is trusted:
+ * every session must hold up (flags, state, timer, unique keys) and have
+ * an owner, which @owner_of gives by client id (NULL: the client is not
+ * back, the session goes); the indexes, timer lists, owner lists and
+ * counts are rebuilt. @now (monotonic usec) is the time of the take-over.
+ * Each session dropped is passed to @dropped (may be NULL) with why.
+ * Return: 0 with *@ret_dropped the sessions dropped; -EBADMSG for a memfd
+ * whose header, section or record size is not exactly this build's (the
+ * caller converts it with session_table_import()); -ENOMEM; another
+ * negative errno when it cannot be mapped.
  */
 int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd, uint64_t now,
-			SessionOwnerFn owner_of, void *userdata, uint32_t *ret_dropped,
-			SessionTable **ret);
+			SessionOwnerFn owner_of, SessionDroppedFn dropped, void *userdata,
+			uint32_t *ret_dropped, SessionTable **ret);
 /**
- * session_table_save() - write @t to @fd in the layout session_table_adopt()
- * reads: for a successor of a table that was not kept in a memfd.
+ * session_table_import() - a new table in the memfd @fd (as
+ * session_table_new_in()) made of @n records of @record_size bytes at
+ * @records, written by another version: each record's first
+ * min(@record_size, sizeof(Session)) bytes are taken, the rest of the
+ * session is zero. Then taken over as session_table_adopt() does, with
+ * the same checks. The caller keeps @fd.
  * Return: 0 or a negative errno.
  */
-int session_table_save(const SessionTable *t, int fd);
+int session_table_import(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], const void *records,
+			 uint32_t record_size, uint32_t n, int fd, const SessionFileOwner *owner,
+			 uint64_t now, SessionOwnerFn owner_of, SessionDroppedFn dropped,
+			 void *userdata, uint32_t *ret_dropped, SessionTable **ret);
+/**
+ * session_table_save() - write @t into the memfd @fd in the layout
+ * session_table_adopt() reads: for a successor of a table that was not
+ * kept in a memfd.
+ * Return: 0 or a negative errno.
+ */
+int session_table_save(const SessionTable *t, int fd, const SessionFileOwner *owner);
 void session_table_free(SessionTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SessionTable, session_table_free)
 

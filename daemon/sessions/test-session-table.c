@@ -303,6 +303,8 @@ UNIT_TEST("/session-table/half-open-counts", test_half_open_counts)
 	g_assert_null(session_table_check(t));
 }
 
+static const SessionFileOwner file_owner = { "mlx5_0", 1, 0x1234 };
+
 /* Owners 1 and 3 come back after a restart; owner 2 does not. */
 static SessionList *owner_back(void *ud, uint32_t client_id)
 {
@@ -321,7 +323,7 @@ UNIT_TEST("/session-table/adopt", test_adopt)
 	uint32_t a, b, c, d, wa, wb, wd, tomb, dropped = 99;
 
 	g_assert_cmpint(fd, >=, 0);
-	g_assert_cmpint(session_table_new_in(timeouts, fd, &t), ==, 0);
+	g_assert_cmpint(session_table_new_in(timeouts, fd, &file_owner, &t), ==, 0);
 	a = session_table_add(t, &o.lists[1], 1, SESSION_REQ_SENT, 1 * SEC);
 	session_table_set_client_comm_id(t, a, 11);
 	wa = session_table_assign_wire_id(t, a);
@@ -347,7 +349,8 @@ UNIT_TEST("/session-table/adopt", test_adopt)
 	/* The predecessor dies without a word: its memory is just gone. */
 	session_table_free(t);
 
-	g_assert_cmpint(session_table_adopt(timeouts, fd, 1500000, owner_back, &back, &dropped, &u),
+	g_assert_cmpint(session_table_adopt(timeouts, fd, 1500000, owner_back, NULL, &back, &dropped,
+					    &u),
 			==, 0);
 	g_assert_cmpuint(dropped, ==, 2); /* owner 2's, and the torn one */
 	g_assert_null(session_table_check(u));
@@ -374,8 +377,8 @@ UNIT_TEST("/session-table/adopt", test_adopt)
 	/* Garbage is refused. */
 	g_assert_cmpint(ftruncate(fd, 0), ==, 0);
 	g_assert_cmpint(write(fd, "not a table", 11), ==, 11);
-	g_assert_cmpint(session_table_adopt(timeouts, fd, 0, owner_back, &back, NULL, &u), ==,
-			-EINVAL);
+	g_assert_cmpint(session_table_adopt(timeouts, fd, 0, owner_back, NULL, &back, NULL, &u), ==,
+			-EBADMSG);
 	close(fd);
 }
 

@@ -10,7 +10,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "fd-store.h"
+#include "handoff-fd-store.h"
 #include "log.h"
 
 static bool fd_store_on;
@@ -47,14 +47,18 @@ int fd_store_put(const char *name, int fd)
 	return r;
 }
 
-void fd_store_remove(const char *name)
+int fd_store_remove(const char *name)
 {
 	char msg[96];
+	int r;
 
 	if (!fd_store_on)
-		return;
+		return 0;
 	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
-	(void)sd_pid_notify(0, 0, msg);
+	r = sd_pid_notify(0, 0, msg);
+	if (r > 0)
+		return 0;
+	return r < 0 ? r : -ENOTCONN;
 }
 
 const char *fd_store_client_name(uint32_t id, char buf[32])

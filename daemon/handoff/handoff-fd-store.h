@@ -5,7 +5,9 @@
  * any supervisor speaking the same notify protocol). The daemon keeps its
  * client sockets and its state there, so that a restart loses nothing.
  *
- * Names: "state", "sessions", and "client.N" for the socket of client N.
+ * Names: "state" and "sessions" (the hand-off memfds, handoff-format.h),
+ * "state~" and "sessions~" (a converted memfd on its way in: see
+ * handoff-relay.c), and "client.N" for the socket of client N.
  * A listening socket the daemon bound itself is kept as "main" or
  * "control", so that it comes back as if passed by socket activation.
  */
@@ -17,6 +19,10 @@
 
 #define FD_STORE_STATE "state"
 #define FD_STORE_SESSIONS "sessions"
+/* A converted memfd, stored before the one it replaces is removed. */
+#define FD_STORE_STAGED_SUFFIX "~"
+#define FD_STORE_STATE_STAGED "state~"
+#define FD_STORE_SESSIONS_STAGED "sessions~"
 #define FD_STORE_CLIENT_PREFIX "client."
 
 /**
@@ -33,8 +39,13 @@ bool fd_store_enabled(void);
  * is not used.
  */
 int fd_store_put(const char *name, int fd);
-/* Drop every fd kept under @name. */
-void fd_store_remove(const char *name);
+/**
+ * fd_store_remove() - drop every fd kept under @name. A failure is not
+ * logged here: the caller knows what it means (a client socket the store
+ * keeps stays open through the store's copy).
+ * Return: 0 (also when the store is not used) or a negative errno.
+ */
+int fd_store_remove(const char *name);
 
 /* "client.N" for client @id, in @buf. */
 const char *fd_store_client_name(uint32_t id, char buf[32]);

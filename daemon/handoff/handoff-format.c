@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the hand-off format's shared parts (handoff-format.h): the header
+ * and section directory of both memfds and their checks, the enums' wire
+ * numbers, and the counters' stable names.
+ */
+#include "handoff-format.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+#include "config.h"
+#include "relay.h"
+#include "session-table.h"
+
+/* ---- header ---- */
+
+HandoffSection *handoff_header_init(void *page, uint32_t kind, uint32_t n, uint64_t pair_id,
+				    const char *dev, int port)
+{
+	HandoffHeader *h = page;
+
+	memcpy(h->magic, HANDOFF_MAGIC, sizeof(h->magic));
+	h->major = HANDOFF_MAJOR;
+	h->minor = HANDOFF_MINOR;
+	h->header_size = HANDOFF_HEADER_SIZE;
+	h->kind = kind;
+	h->n_sections = n;
+	h->pair_id = pair_id;
+	g_strlcpy(h->writer, handoff_writer(), sizeof(h->writer));
+	g_strlcpy(h->dev, dev, sizeof(h->dev));
+	h->port = (uint32_t)port;
+	return (HandoffSection *)(void *)((uint8_t *)page + HANDOFF_HEADER_SIZE);
+}
+
+static const HandoffSection *handoff_directory(const void *page)
+{
+	const HandoffHeader *h = page;
+
+	return (const HandoffSection *)(const void *)((const uint8_t *)page + h->header_size);
+}
+
+int handoff_header_check(const void *page, size_t len, uint64_t file_size, uint32_t kind,
+			 const char **why)
+{
+	const HandoffHeader *h = page;
+	const HandoffSection *dir;
+	const char *dummy;
+
+	if (!why)
+		why = &dummy;
+	if (len < HANDOFF_PAGE || file_size < HANDOFF_PAGE ||
+	    memcmp(h->magic, HANDOFF_MAGIC, sizeof(h->magic)) != 0) {
+		*why = "not a hand-off memfd";
+		return -EPROTO;
+	}
+	if (h->major != HANDOFF_MAJOR) {
+		*why = "of another major version";
+		return -EPROTO;
+	}
+	if (h->kind != kind) {
+		*why = "of another kind";
+		return -EPROTO;
+	}
+	/* The header may grow in a later minor; the directory follows it,
+	 * 8-byte aligned, inside the first page. */
+	if (h->header_size < HANDOFF_HEADER_SIZE || h->header_size % 8 ||
+	    h->n_sections > HANDOFF_MAX_SECTIONS ||
+	    (uint64_t)h->header_size + (uint64_t)h->n_sections * sizeof(HandoffSection) >
+		    HANDOFF_PAGE) {
+		*why = "its header or section directory does not fit its first page";
+		return -EBADMSG;
+	}
+	if (memchr(h->dev, 0, sizeof(h->dev)) == NULL || memchr(h->writer, 0, sizeof(h->writer)) == NULL) {
+		*why = "its device or writer name is not terminated";
+		return -EBADMSG;
+	}
+	dir = handoff_directory(page);
+	for (uint32_t i = 0; i < h->n_sections; i++) {
+		const HandoffSection *s = &dir[i];
+
+		if (s->offset < HANDOFF_PAGE || s->offset % 8 || s->length > file_size ||
+		    s->offset > file_size - s->length) {
+			*why = "a section lies outside the memfd";
+			return -EBADMSG;
+		}
+		if (s->record_size &&
+		    (s->record_size % 4 || (uint64_t)s->record_size * s->n_records > s->length)) {
+			*why = "a section's records do not fit it";
+			return -EBADMSG;
+		}
+		for (uint32_t j = 0; j < i; j++) {
+			const HandoffSection *o = &dir[j];
+
+			if (s->length && o->length && s->offset < o->offset + o->length &&
+			    o->offset < s->offset + s->length) {
+				*why = "two sections overlap";
+				return -EBADMSG;
+			}
+		}
+	}
+	return 0;
+}
+
+const HandoffSection *handoff_header_find(const void *page, uint32_t type)
+{
+	const HandoffHeader *h = page;
+	const HandoffSection *dir = handoff_directory(page);
+
+	for (uint32_t i = 0; i < h->n_sections; i++)
+		if (dir[i].type == type)
+			return &dir[i];
+	return NULL;
+}
+
+const char *handoff_writer(void)
+{
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	return "rdmacm-mux " PACKAGE_VERSION "+future";
+#else
+	return "rdmacm-mux " PACKAGE_VERSION;
+#endif
+}
+
+/* ---- wire numbers ---- */
+
+/*
+ * Session states and timers are stored in the session records as they
+ * are, so their enum values are the wire numbers: these asserts stop a
+ * renumbered enum from building.
+ */
+_Static_assert(SESSION_REQ_SENT == 0 && SESSION_REQ_RCVD == 1 && SESSION_REP_SENT == 2 &&
+		       SESSION_REP_RCVD == 3 && SESSION_ESTABLISHED == 4 && SESSION_CLOSING == 5 &&
+		       SESSION_SIDR_SENT == 6 && SESSION_SIDR_RCVD == 7,
+	       "SessionState values are wire numbers: never renumber them");
+_Static_assert(SESSION_TIMER_NONE == 0 && SESSION_TIMER_HANDSHAKE == 1 &&
+		       SESSION_TIMER_CLOSING == 2 && SESSION_TIMER_SIDR == 3,
+	       "SessionTimer values are wire numbers: never renumber them");
+
+static const HandoffWire wire_session_state[SESSION_STATE_COUNT] = {
+	[SESSION_REQ_SENT] = { 0, "req-sent" },
+	[SESSION_REQ_RCVD] = { 1, "req-rcvd" },
+	[SESSION_REP_SENT] = { 2, "rep-sent" },
+	[SESSION_REP_RCVD] = { 3, "rep-rcvd" },
+	[SESSION_ESTABLISHED] = { 4, "established" },
+	[SESSION_CLOSING] = { 5, "closing" },
+	[SESSION_SIDR_SENT] = { 6, "sidr-sent" },
+	[SESSION_SIDR_RCVD] = { 7, "sidr-rcvd" },
+};
+
+static const HandoffWire wire_session_timer[SESSION_TIMER_COUNT] = {
+	[SESSION_TIMER_NONE] = { 0, "none" },
+	[SESSION_TIMER_HANDSHAKE] = { 1, "handshake" },
+	[SESSION_TIMER_CLOSING] = { 2, "closing" },
+	[SESSION_TIMER_SIDR] = { 3, "sidr" },
+};
+
+static const HandoffWire wire_cm_attr[CM_IDX_COUNT] = {
+	[CM_IDX_REQ] = { 1, "REQ" },	   [CM_IDX_MRA] = { 2, "MRA" },
+	[CM_IDX_REJ] = { 3, "REJ" },	   [CM_IDX_REP] = { 4, "REP" },
+	[CM_IDX_RTU] = { 5, "RTU" },	   [CM_IDX_DREQ] = { 6, "DREQ" },
+	[CM_IDX_DREP] = { 7, "DREP" },	   [CM_IDX_SIDR_REQ] = { 8, "SIDR_REQ" },
+	[CM_IDX_SIDR_REP] = { 9, "SIDR_REP" }, [CM_IDX_LAP] = { 10, "LAP" },
+	[CM_IDX_APR] = { 11, "APR" },	   [CM_IDX_OTHER] = { 12, "other" },
+};
+
+static const HandoffWire wire_rx_drop[RX_DROP_COUNT] = {
+	[RX_DROP_STATUS] = { 1, "status-packet" },
+	[RX_DROP_NOT_CM] = { 2, "not-cm" },
+	[RX_DROP_UNSUPPORTED] = { 3, "unsupported-attr" },
+	[RX_DROP_MALFORMED] = { 4, "malformed" },
+	[RX_DROP_NO_OWNER] = { 5, "no-gid-owner" },
+	[RX_DROP_NO_SESSION] = { 6, "no-session" },
+	[RX_DROP_QUEUE_FULL] = { 7, "queue-full" },
+	[RX_DROP_SESSION_QUOTA] = { 8, "session-quota" },
+	[RX_DROP_SPOOFED] = { 9, "spoofed" },
+	[RX_DROP_BAD_STATE] = { 10, "bad-state" },
+	[RX_DROP_HALF_OPEN_QUOTA] = { 11, "half-open-quota" },
+	[RX_DROP_PEER_QUOTA] = { 12, "peer-quota" },
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	[RX_DROP_FUTURE] = { 13, "future-test" },
+#endif
+};
+
+static const HandoffWire wire_tx_reject[TX_REJECT_COUNT] = {
+	[TX_REJECT_BAD_LENGTH] = { 1, "bad-length" },
+	[TX_REJECT_NOT_CM] = { 2, "not-cm" },
+	[TX_REJECT_UNSUPPORTED] = { 3, "unsupported-attr" },
+	[TX_REJECT_MALFORMED] = { 4, "malformed" },
+	[TX_REJECT_FOREIGN_SGID] = { 5, "foreign-sgid" },
+	[TX_REJECT_NO_SESSION] = { 6, "no-session" },
+	[TX_REJECT_HIJACK] = { 7, "hijack" },
+	[TX_REJECT_SPOOFED] = { 8, "spoofed" },
+	[TX_REJECT_SESSION_QUOTA] = { 9, "session-quota" },
+	[TX_REJECT_NO_DESTINATION] = { 10, "no-destination" },
+	[TX_REJECT_NO_PORT_GID] = { 11, "no-port-gid" },
+	[TX_REJECT_SEND_FAILED] = { 12, "send-failed" },
+	[TX_REJECT_SEND_BUSY] = { 13, "send-busy" },
+};
+
+const HandoffWire *handoff_wire_table(HandoffEnum e, unsigned *ret_n)
+{
+	switch (e) {
+	case HANDOFF_ENUM_SESSION_STATE:
+		*ret_n = G_N_ELEMENTS(wire_session_state);
+		return wire_session_state;
+	case HANDOFF_ENUM_SESSION_TIMER:
+		*ret_n = G_N_ELEMENTS(wire_session_timer);
+		return wire_session_timer;
+	case HANDOFF_ENUM_CM_ATTR:
+		*ret_n = G_N_ELEMENTS(wire_cm_attr);
+		return wire_cm_attr;
+	case HANDOFF_ENUM_RX_DROP:
+		*ret_n = G_N_ELEMENTS(wire_rx_drop);
+		return wire_rx_drop;
+	case HANDOFF_ENUM_TX_REJECT:
+		*ret_n = G_N_ELEMENTS(wire_tx_reject);
+		return wire_tx_reject;
+	default:
+		*ret_n = 0;
+		return NULL;
+	}
+}
+
+int handoff_wire_to_enum(HandoffEnum e, uint32_t wire)
+{
+	unsigned n;
+	const HandoffWire *t = handoff_wire_table(e, &n);
+
+	for (unsigned i = 0; i < n; i++)
+		if (t[i].name && t[i].wire == wire)
+			return (int)i;
+	return -1;
+}
+
+/* ---- counters ---- */
+
+/* The counters that are not per attribute or reason, by their place. */
+static const struct {
+	size_t offset;
+	const char *name;
+} counter_scalars[] = {
+	{ offsetof(RelayCounters, requests), "requests" },
+	{ offsetof(RelayCounters, reg_ok), "reg_ok" },
+	{ offsetof(RelayCounters, reg_refused), "reg_refused" },
+	{ offsetof(RelayCounters, unreg_ok), "unreg_ok" },
+	{ offsetof(RelayCounters, unreg_refused), "unreg_refused" },
+	{ offsetof(RelayCounters, bad_frames), "bad_frames" },
+	{ offsetof(RelayCounters, truncated_frames), "truncated_frames" },
+	{ offsetof(RelayCounters, clients_accepted), "clients_accepted" },
+	{ offsetof(RelayCounters, clients_refused), "clients_refused" },
+	{ offsetof(RelayCounters, clients_dropped), "clients_dropped" },
+	{ offsetof(RelayCounters, sessions_created), "sessions_created" },
+	{ offsetof(RelayCounters, sessions_expired), "sessions_expired" },
+	{ offsetof(RelayCounters, recv_errors), "recv_errors" },
+	{ offsetof(RelayCounters, handoff_guard_trips), "handoff_guard_trips" },
+	{ offsetof(RelayCounters, handoff_items_dropped), "handoff_items_dropped" },
+	{ offsetof(RelayCounters, handoff_owed_answered), "handoff_owed_answered" },
+};
+
+#define COUNTER_WORDS (sizeof(RelayCounters) / sizeof(uint64_t))
+/* Every RelayCounters word has a name: a counter added without one does
+ * not build. */
+_Static_assert(sizeof(RelayCounters) ==
+		       sizeof(uint64_t) * (2 * CM_IDX_COUNT + RX_DROP_COUNT + TX_REJECT_COUNT +
+					   G_N_ELEMENTS(counter_scalars)),
+	       "every RelayCounters field needs a stable name in handoff-format.c");
+
+static char counter_names[COUNTER_WORDS][HANDOFF_COUNTER_NAME_LEN];
+static GOnce counter_names_once = G_ONCE_INIT;
+
+static void counter_name_set(size_t offset, const char *prefix, const char *name)
+{
+	g_snprintf(counter_names[offset / sizeof(uint64_t)], HANDOFF_COUNTER_NAME_LEN, "%s%s",
+		   prefix, name);
+}
+
+static gpointer counter_names_build(gpointer unused)
+{
+	(void)unused;
+	for (unsigned i = 0; i < CM_IDX_COUNT; i++) {
+		counter_name_set(offsetof(RelayCounters, tx) + i * 8u, "tx.", wire_cm_attr[i].name);
+		counter_name_set(offsetof(RelayCounters, rx) + i * 8u, "rx.", wire_cm_attr[i].name);
+	}
+	for (unsigned i = 0; i < RX_DROP_COUNT; i++)
+		counter_name_set(offsetof(RelayCounters, rx_drop) + i * 8u, "rx_drop.",
+				 wire_rx_drop[i].name);
+	for (unsigned i = 0; i < TX_REJECT_COUNT; i++)
+		counter_name_set(offsetof(RelayCounters, tx_reject) + i * 8u, "tx_reject.",
+				 wire_tx_reject[i].name);
+	for (unsigned i = 0; i < G_N_ELEMENTS(counter_scalars); i++)
+		counter_name_set(counter_scalars[i].offset, "", counter_scalars[i].name);
+	return NULL;
+}
+
+unsigned handoff_counter_count(void)
+{
+	return COUNTER_WORDS;
+}
+
+const char *handoff_counter_name(unsigned i)
+{
+	g_once(&counter_names_once, counter_names_build, NULL);
+	return i < COUNTER_WORDS ? counter_names[i] : NULL;
+}
+
+int handoff_counter_index(const char *name)
+{
+	for (unsigned i = 0; i < COUNTER_WORDS; i++)
+		if (strcmp(handoff_counter_name(i), name) == 0)
+			return (int)i;
+	return -1;
+}

@@ -1,0 +1,828 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns what makes the relay survive its own process: the clients' state
+ * and the session table in memfds, every client socket in the service
+ * manager's fd store, taking all of it over at start (converting another
+ * version's), the answers owed to clients, the crash-loop guard, and the
+ * planned hand-off at SIGTERM. A crash then costs at most the MADs in
+ * flight, every request a client waits on is answered by the successor,
+ * and a planned restart or upgrade answers every request it took in
+ * (those it did not handle with EAGAIN); no client sees its socket close.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "handoff-fd-store.h"
+#include "handoff-legacy.h"
+#include "log.h"
+#include "handoff-relay.h"
+#include "relay-internal.h"
+#include "util.h"
+
+static void relay_handoff_sync_gids(Relay *r, RelayClient *c)
+{
+	g_autofree uint8_t *gids = NULL;
+
+	if (!r->handoff || c->handoff_slot < 0)
+		return;
+	gids = g_malloc((size_t)MAX(c->n_gids, 1u) * GID_LEN);
+	for (uint32_t i = 0; i < c->n_gids; i++)
+		memcpy(gids + (size_t)i * GID_LEN, c->gids[i].gid, GID_LEN);
+	handoff_state_set_gids(r->handoff, c->handoff_slot, (const uint8_t(*)[16])(void *)gids,
+			       c->n_gids);
+}
+
+void relay_handoff_client_gids(Relay *r, RelayClient *c)
+{
+	relay_handoff_sync_gids(r, c);
+}
+
+void relay_handoff_client_hello(Relay *r, RelayClient *c)
+{
+	if (r->handoff && c->handoff_slot >= 0)
+		handoff_state_set_hello(r->handoff, c->handoff_slot, c->caps);
+}
+
+void relay_handoff_client_c1_logged(Relay *r, RelayClient *c)
+{
+	if (r->handoff && c->handoff_slot >= 0)
+		handoff_state_add_flags(r->handoff, c->handoff_slot, HANDOFF_CLIENT_F_C1_LOGGED);
+}
+
+void relay_handoff_client_added(Relay *r, RelayClient *c)
+{
+	char name[32];
+
+	c->handoff_slot = -1;
+	if (!r->handoff || c->conn.fd < 0)
+		return;
+	/* The slot first: a crash before the fd is stored leaves a slot
+	 * without a socket, which the successor frees. */
+	c->handoff_slot = handoff_state_claim(r->handoff, c->id);
+	if (c->handoff_slot < 0) {
+		log_ratelimited(LOG_WARNING, NULL,
+				"no hand-off slot for client %u: a restart would disconnect it",
+				c->id);
+		return;
+	}
+	if (fd_store_put(fd_store_client_name(c->id, name), c->conn.fd) < 0) {
+		handoff_state_release(r->handoff, c->handoff_slot);
+		c->handoff_slot = -1;
+	}
+}
+
+void relay_handoff_client_gone(Relay *r, RelayClient *c)
+{
+	char name[32];
+	int e;
+
+	if (!r->handoff || c->handoff_slot < 0)
+		return;
+	/* The socket first: a crash in between leaves a slot without a
+	 * socket, never a socket that a successor would serve as this client. */
+	e = fd_store_remove(fd_store_client_name(c->id, name));
+	if (e < 0 && c->conn.fd >= 0) {
+		/* The store keeps its copy: closing ours would not end the
+		 * connection. Shut it down, so the client sees it end now. */
+		log_warning("client %u: cannot take its socket out of the fd store (%s); "
+			    "shutting the connection down",
+			    c->id, strerror(-e));
+		(void)shutdown(c->conn.fd, SHUT_RDWR);
+	}
+	handoff_state_owed_clear_client(r->handoff, c->id);
+	handoff_state_release(r->handoff, c->handoff_slot);
+	c->handoff_slot = -1;
+}
+
+/* ---- answers owed ---- */
+
+int relay_handoff_owe(Relay *r, RelayClient *c, uint64_t seq, const struct rdmacm_mux_msg *req)
+{
+	int i;
+
+	if (!r->handoff || c->handoff_slot < 0)
+		return -1;
+	i = handoff_state_owe(r->handoff, c->id, seq, req);
+	if (i < 0)
+		log_ratelimited(LOG_WARNING, NULL,
+				"no room to write down the answer owed to client %u: a crash now "
+				"would leave it waiting",
+				c->id);
+	return i;
+}
+
+void relay_handoff_owed_answered(Relay *r, int owed)
+{
+	if (r->handoff && owed >= 0)
+		handoff_state_owed_clear(r->handoff, owed);
+}
+
+/* ---- taking over ---- */
+
+/* The answer a request gets when the process that took it ended without
+ * answering (a crash): it may or may not have been sent, and sending a CM
+ * MAD again is what the CM does on a lost one anyway. PROTOCOL.md. */
+#define RELAY_HANDOFF_OWED_ERR (-EAGAIN)
+/* Items dropped at a take-over logged one by one; past this, counted. */
+#define RELAY_HANDOFF_DROP_LOG_MAX 32u
+
+static HandoffShape relay_handoff_shape(const Relay *r)
+{
+	return (HandoffShape){ .dev = r->port->dev,
+			       .port = r->port->port,
+			       .n_clients = r->cfg.max_clients,
+			       .max_gids = r->cfg.max_gids,
+			       .n_owed = r->cfg.max_clients * MAX(r->cfg.max_slow_sends, 1u) };
+}
+
+static uint64_t relay_handoff_new_pair_id(void)
+{
+	uint64_t id = 0;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = now_usec() ^ ((uint64_t)getpid() << 40);
+	return id;
+}
+
+/* The one of a name and its staged copy to read: the staged one, stored
+ * only once whole, wins. The other is closed. */
+static int relay_handoff_pick(int *plain, int *staged, bool *ret_staged)
+{
+	int fd;
+
+	*ret_staged = *staged >= 0;
+	if (*staged >= 0) {
+		if (*plain >= 0)
+			close(*plain);
+		fd = *staged;
+	} else {
+		fd = *plain;
+	}
+	*plain = *staged = -1;
+	return fd;
+}
+
+/*
+ * The store keeps @fd under @name from now on, in place of what it kept
+ * there (@had_old) or of nothing. In this order, a crash at any step
+ * leaves the store with a usable memfd for @name: the staged copy (read
+ * first) or the old one (untouched until then).
+ */
+static void relay_handoff_store_swap(const char *name, const char *staged, int fd, bool had_old)
+{
+	int e;
+
+	if (!had_old) {
+		(void)fd_store_put(name, fd);
+		return;
+	}
+	if (!fd_store_enabled() || fd_store_put(staged, fd) < 0)
+		return;
+	e = fd_store_remove(name);
+	if (e < 0) {
+		log_warning("cannot take the old %s out of the fd store (%s): the new one stays "
+			    "stored as %s",
+			    name, strerror(-e), staged);
+		return;
+	}
+	if (fd_store_put(name, fd) < 0)
+		return; /* "staged" still has it, and is read first */
+	e = fd_store_remove(staged);
+	if (e < 0)
+		log_warning("cannot take %s out of the fd store: %s", staged, strerror(-e));
+}
+
+/* Drop the store's entries of @name and its staged copy. */
+static void relay_handoff_store_drop(const char *name, const char *staged)
+{
+	int e = fd_store_remove(name);
+
+	if (e == 0)
+		e = fd_store_remove(staged);
+	if (e < 0)
+		log_warning("cannot take %s out of the fd store: %s", name, strerror(-e));
+}
+
+typedef struct RelayHandoffDrops {
+	unsigned n;
+} RelayHandoffDrops;
+
+static void relay_handoff_dropped(void *userdata, const char *what, const char *why)
+{
+	RelayHandoffDrops *d = userdata;
+
+	if (++d->n <= RELAY_HANDOFF_DROP_LOG_MAX)
+		log_notice("not taken over from the previous process: %s (%s)", what, why);
+}
+
+typedef struct RelayHandoffSessionDrops {
+	Relay *relay;
+	RelayHandoffDrops drops;
+} RelayHandoffSessionDrops;
+
+static SessionList *relay_handoff_session_owner(void *userdata, uint32_t client_id)
+{
+	return relay_session_owner(((RelayHandoffSessionDrops *)userdata)->relay, client_id);
+}
+
+static void relay_handoff_session_dropped(void *userdata, const Session *s, const char *why)
+{
+	RelayHandoffSessionDrops *d = userdata;
+	char what[80];
+
+	g_snprintf(what, sizeof(what), "a session of client %u (wire id 0x%08x, %s)", s->client_id,
+		   s->wire_id, session_state_name((SessionState)s->state));
+	relay_handoff_dropped(&d->drops, what, why);
+}
+
+/* The pair id in the header of a hand-off memfd @fd, or 0 (0.1.0's, or
+ * unreadable). */
+static uint64_t relay_handoff_file_pair_id(int fd)
+{
+	HandoffHeader h;
+
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, HANDOFF_MAGIC, sizeof(h.magic)) != 0)
+		return 0;
+	return h.pair_id;
+}
+
+/*
+ * The session records of another version's table in @fd, mapped
+ * read-only into *@map (*@map_len bytes). Return: 0, or a negative errno
+ * with *@why saying what it is not.
+ */
+static int relay_handoff_foreign_sessions(int fd, void **map, size_t *map_len,
+					  const void **records, uint32_t *record_size,
+					  uint32_t *n, const char **why)
+{
+	const HandoffSection *sec;
+	struct stat st;
+	int e;
+
+	*map = NULL;
+	if (fstat(fd, &st) < 0) {
+		*why = "it cannot be read";
+		return -errno;
+	}
+	if (st.st_size < (off_t)HANDOFF_PAGE) {
+		*why = "it is too short";
+		return -EBADMSG;
+	}
+	*map_len = (size_t)st.st_size;
+	*map = mmap(NULL, *map_len, PROT_READ, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED) {
+		*map = NULL;
+		*why = "it cannot be mapped";
+		return -errno;
+	}
+	e = handoff_legacy_sessions(*map, *map_len, records, record_size, n, why);
+	if (e != -EPROTO)
+		return e;
+	e = handoff_header_check(*map, *map_len, *map_len, HANDOFF_KIND_SESSIONS, why);
+	if (e < 0)
+		return e;
+	sec = handoff_header_find(*map, HANDOFF_SECTION_SESSIONS);
+	if (!sec || sec->record_size == 0) {
+		*why = "it has no session records";
+		return -EBADMSG;
+	}
+	*records = (const uint8_t *)*map + sec->offset;
+	*record_size = sec->record_size;
+	*n = sec->n_records;
+	return 0;
+}
+
+/* A fresh table in a new memfd, kept in the store. */
+static SessionTable *relay_handoff_fresh_sessions(Relay *r, const SessionFileOwner *owner,
+						  bool had_old)
+{
+	SessionTable *t = NULL;
+	int fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
+	int e = fd < 0 ? -errno : session_table_new_in(r->cfg.timeouts_ms, fd, owner, &t);
+
+	if (e < 0) {
+		log_warning("cannot keep the sessions in a memfd (%s): a restart would lose them",
+			    strerror(-e));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	r->sessions_fd = fd;
+	relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED, fd, had_old);
+	return t;
+}
+
+/* The sessions a predecessor left (unless @drop), or a fresh table. */
+static void relay_handoff_sessions(Relay *r, RelayHandoffFds *fds, bool drop)
+{
+	SessionFileOwner owner = { r->port->dev, r->port->port, handoff_state_pair_id(r->handoff) };
+	RelayHandoffSessionDrops d = { .relay = r };
+	SessionTable *t = NULL;
+	bool staged;
+	int fd = relay_handoff_pick(&fds->sessions, &fds->sessions_staged, &staged);
+	bool had_old = fd >= 0;
+	uint64_t pair;
+	int e;
+
+	if (fd >= 0 && drop) {
+		close(fd);
+		fd = -1;
+	}
+	pair = fd >= 0 ? relay_handoff_file_pair_id(fd) : 0;
+	if (fd >= 0 && pair != 0 && pair != owner.pair_id) {
+		log_warning("the sessions in the fd store belong to another state than the "
+			    "clients'; starting with none");
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0) {
+		e = session_table_adopt(r->cfg.timeouts_ms, fd, relay_now(r),
+					relay_handoff_session_owner, relay_handoff_session_dropped,
+					&d, NULL, &t);
+		if (e == 0) {
+			r->sessions_fd = fd;
+			if (staged)
+				relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED, fd,
+							 true);
+			fd = -1;
+		} else if (e == -EBADMSG) {
+			const void *records = NULL;
+			uint32_t record_size = 0, n = 0;
+			const char *why = "?";
+			size_t map_len = 0;
+			void *map = NULL;
+			int new_fd = -1;
+
+			e = relay_handoff_foreign_sessions(fd, &map, &map_len, &records, &record_size,
+							   &n, &why);
+			if (e == 0) {
+				new_fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
+				e = new_fd < 0 ? -errno
+					       : session_table_import(
+							 r->cfg.timeouts_ms, records, record_size,
+							 n, new_fd, &owner, relay_now(r),
+							 relay_handoff_session_owner,
+							 relay_handoff_session_dropped, &d, NULL, &t);
+				why = "a fresh memfd could not be made";
+			}
+			if (map)
+				munmap(map, map_len);
+			if (e == 0) {
+				log_info("converted the previous process's %u session records (%u "
+					 "bytes each) into this version's format",
+					 n, record_size);
+				r->sessions_fd = new_fd;
+				relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED,
+							 new_fd, true);
+			} else {
+				log_warning("cannot take over the sessions (%s: %s); starting with none",
+					    why, strerror(-e));
+				if (new_fd >= 0)
+					close(new_fd);
+				t = NULL;
+			}
+		} else {
+			log_warning("cannot take over the sessions: %s; starting with none",
+				    strerror(-e));
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (t) {
+		log_info("took over %u sessions", session_table_count(t));
+		if (d.drops.n)
+			log_notice("%u sessions of the previous process were not taken over "
+				   "(their client is gone, or they did not hold up)",
+				   d.drops.n);
+		r->counters->handoff_items_dropped += d.drops.n;
+	} else {
+		t = relay_handoff_fresh_sessions(r, &owner, had_old);
+		if (!t)
+			return;
+	}
+	session_table_set_remove_hook(r->sessions, NULL, NULL);
+	session_table_free(r->sessions);
+	r->sessions = t;
+	session_table_set_remove_hook(r->sessions, relay_session_removed, r);
+	relay_recount_half_open_peers(r);
+	relay_schedule_timer(r);
+}
+
+/*
+ * Answer each request the predecessor took from @c and did not answer (it
+ * ended without a hand-off while a sender had them), oldest first, before
+ * anything else goes to @c: a client reads its answers in request order.
+ */
+static void relay_handoff_answer_owed(Relay *r, RelayClient *c)
+{
+	g_autoptr(GArray) owed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+	unsigned answered = 0;
+
+	handoff_state_owed_take(r->handoff, c->id, owed);
+	for (guint k = 0; k < owed->len; k++) {
+		int i = (int)g_array_index(owed, uint32_t, k);
+		struct rdmacm_mux_msg m = handoff_state_owed(r->handoff, i)->frame;
+
+		if (relay_respond(r, c, &m, RELAY_HANDOFF_OWED_ERR) == 0)
+			answered++;
+		handoff_state_owed_clear(r->handoff, i);
+	}
+	if (answered) {
+		r->counters->handoff_owed_answered += answered;
+		log_notice("client %u (pid %d): %u requests the previous process ended without "
+			   "answering are answered %s now, to be sent again",
+			   c->id, (int)c->conn.cred.pid, answered, strerror(-RELAY_HANDOFF_OWED_ERR));
+	}
+}
+
+/* Client @slot's socket is back: serve it with its GIDs and capabilities. */
+static void relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
+{
+	HandoffClientSlot *slot = handoff_state_slot(r->handoff, i);
+	uint32_t id = slot->id;
+	char name[32];
+	RelayClient *c;
+
+	r->next_client_id = id;
+	c = relay_client_create(r, fd);
+	if (!c || c->id != id) {
+		/* Refused (limits changed): it gets EOF, as it would now. */
+		if (c)
+			relay_drop_client(r, c, "could not keep its id across the restart");
+		(void)fd_store_remove(fd_store_client_name(id, name));
+		handoff_state_owed_clear_client(r->handoff, id);
+		handoff_state_release(r->handoff, (int)i);
+		return;
+	}
+	c->handoff_slot = (int)i;
+	if (slot->flags & HANDOFF_CLIENT_F_HELLO) {
+		c->hello_done = true;
+		c->caps = slot->caps & RDMACM_MUX_CAP_ALL;
+	}
+	c->c1_logged = slot->flags & HANDOFF_CLIENT_F_C1_LOGGED;
+	for (uint32_t k = 0; k < slot->n_gids && c->n_gids < r->cfg.max_gids; k++) {
+		RelayClientGid *cg;
+
+		if (g_hash_table_contains(r->gid_owners, slot->gids[k]))
+			continue; /* another client's now: the first one keeps it */
+		c->gids = g_renew(RelayClientGid, c->gids, c->n_gids + 1);
+		cg = &c->gids[c->n_gids++];
+		memcpy(cg->gid, slot->gids[k], GID_LEN);
+		cg->gid_index = -1;
+		cg->table_generation = 0;
+		g_hash_table_insert(r->gid_owners, g_memdup2(cg->gid, GID_LEN), c);
+	}
+	if (c->n_gids != slot->n_gids)
+		relay_handoff_sync_gids(r, c);
+	if (c->n_gids > 0)
+		relay_client_registered(r, c);
+	log_info("client %u is back on fd %d: pid %d, %u GIDs", c->id, fd, (int)c->conn.cred.pid,
+		 c->n_gids);
+	relay_handoff_answer_owed(r, c);
+}
+
+/* ---- the crash-loop guard ---- */
+
+/* MADs relayed so far, either way. */
+static uint64_t relay_handoff_relayed(const Relay *r)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < CM_IDX_COUNT; i++)
+		n += r->counters->tx[i] + r->counters->rx[i];
+	return n;
+}
+
+static void relay_handoff_settled(Relay *r, const char *how)
+{
+	if (r->handoff)
+		handoff_state_guard_set_starts(r->handoff, 0);
+	r->settle_post = sd_event_source_disable_unref(r->settle_post);
+	r->settle_timer = sd_event_source_disable_unref(r->settle_timer);
+	log_debug("the state taken over at start has settled (%s)", how);
+}
+
+/* After each dispatch until settled: has the daemon relayed a MAD with
+ * the state it took over, and lived? */
+static int relay_handoff_on_post(sd_event_source *s, void *userdata)
+{
+	Relay *r = userdata;
+
+	(void)s;
+	if (relay_handoff_relayed(r) != r->settle_mark)
+		relay_handoff_settled(r, "it relayed a MAD");
+	return 0;
+}
+
+static int relay_handoff_on_settle_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	(void)s;
+	(void)usec;
+	relay_handoff_settled(userdata, "it ran long enough");
+	return 0;
+}
+
+/*
+ * A start that took state over counts as unsettled until it relays a MAD
+ * or runs RELAY_HANDOFF_SETTLE_USEC; a planned hand-off settles it too.
+ * When RELAY_HANDOFF_GUARD_STARTS starts in a row did not settle, the
+ * state itself may be what kills them (a MAD that crashes the daemon right
+ * after it takes its sessions over): this start drops the sessions, keeps
+ * the clients and their GIDs, and starts. Return: whether it trips.
+ */
+static bool relay_handoff_guard(Relay *r)
+{
+	uint32_t starts = handoff_state_guard_starts(r->handoff);
+	bool trip = starts >= RELAY_HANDOFF_GUARD_STARTS;
+
+	if (trip) {
+		r->counters->handoff_guard_trips++;
+		log_error("the last %u starts died before they settled, each after taking over "
+			  "this state: dropping the sessions it holds (its clients and their GIDs "
+			  "stay) to end a crash loop",
+			  starts);
+		starts = 0;
+	}
+	handoff_state_guard_set_starts(r->handoff, starts + 1);
+	r->settle_mark = relay_handoff_relayed(r);
+	if (sd_event_add_post(r->event, &r->settle_post, relay_handoff_on_post, r) < 0 ||
+	    sd_event_add_time_relative(r->event, &r->settle_timer, CLOCK_MONOTONIC,
+				       RELAY_HANDOFF_SETTLE_USEC, 0, relay_handoff_on_settle_timer,
+				       r) < 0)
+		relay_handoff_settled(r, "no event source to wait with");
+	return trip;
+}
+
+void relay_handoff_free(Relay *r)
+{
+	r->settle_post = sd_event_source_disable_unref(r->settle_post);
+	r->settle_timer = sd_event_source_disable_unref(r->settle_timer);
+}
+
+/* ---- the start ---- */
+
+/* Close every client socket of @clients and take it out of the store:
+ * their state could not be taken over. */
+static void relay_handoff_disconnect_all(GHashTable *clients)
+{
+	GHashTableIter it;
+	gpointer key, value;
+
+	if (!clients || g_hash_table_size(clients) == 0)
+		return;
+	log_warning("disconnecting the %u clients of the previous process: their state could "
+		    "not be taken over",
+		    g_hash_table_size(clients));
+	g_hash_table_iter_init(&it, clients);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		char name[32];
+		int fd = GPOINTER_TO_INT(value);
+		int e = fd_store_remove(fd_store_client_name(GPOINTER_TO_UINT(key), name));
+
+		/* The store's copy would keep the connection open. */
+		if (e < 0)
+			(void)shutdown(fd, SHUT_RDWR);
+		close(fd);
+	}
+	g_hash_table_remove_all(clients);
+}
+
+int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
+{
+	HandoffShape shape = relay_handoff_shape(r);
+	RelayHandoffDrops drops = { 0 };
+	uint32_t cleared = 0, restored = 0, max_id = 0;
+	bool staged, converted = false, adopted = false, trip = false;
+	const char *why = NULL;
+	GHashTableIter it;
+	gpointer key, value;
+	int state_fd = relay_handoff_pick(&fds->state, &fds->state_staged, &staged);
+	int e;
+
+	if (state_fd >= 0) {
+		e = handoff_state_adopt(state_fd, &shape, relay_handoff_dropped, &drops, &r->handoff,
+					&converted, &why);
+		if (e == 0) {
+			adopted = true;
+			log_info("took over the state %s left (%s)", handoff_state_writer(r->handoff),
+				 converted ? "converted into this version's format" : "in place");
+			if (converted || staged)
+				relay_handoff_store_swap(FD_STORE_STATE, FD_STORE_STATE_STAGED,
+							 handoff_state_fd(r->handoff), true);
+		} else {
+			log_warning("cannot take over the previous process's state: %s (%s); this "
+				    "daemon reads version %u.x and 0.1.0's; starting clean",
+				    why ? why : "?", strerror(-e), HANDOFF_MAJOR);
+		}
+		close(state_fd);
+	}
+	if (!adopted) {
+		e = handoff_state_new(&shape, relay_handoff_new_pair_id(), &r->handoff);
+		if (e < 0) {
+			log_warning("cannot create the hand-off state: %s; a restart would lose "
+				    "every client",
+				    strerror(-e));
+			relay_handoff_disconnect_all(fds->clients);
+			return e;
+		}
+		relay_handoff_store_swap(FD_STORE_STATE, FD_STORE_STATE_STAGED,
+					 handoff_state_fd(r->handoff), state_fd >= 0);
+		/* Sockets whose state is refused: starting clean means their
+		 * clients see EOF and register anew, not that they are served
+		 * as strangers. */
+		relay_handoff_disconnect_all(fds->clients);
+		/* Sessions without their clients mean nothing. */
+		if (fds->sessions >= 0 || fds->sessions_staged >= 0)
+			relay_handoff_store_drop(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED);
+		if (fds->sessions >= 0)
+			close(fds->sessions);
+		if (fds->sessions_staged >= 0)
+			close(fds->sessions_staged);
+		fds->sessions = fds->sessions_staged = -1;
+		/* What was counted so far goes on in the state. */
+		memcpy(handoff_state_counters(r->handoff), r->counters, sizeof(RelayCounters));
+	}
+	/* Taken over, counting goes on where the predecessor stopped. */
+	r->counters = handoff_state_counters(r->handoff);
+	r->counters->handoff_items_dropped += drops.n;
+	if (drops.n > RELAY_HANDOFF_DROP_LOG_MAX)
+		log_notice("%u items of the previous process's state were not taken over",
+			   drops.n);
+	if (adopted)
+		trip = relay_handoff_guard(r);
+
+	for (uint32_t i = 0; i < handoff_state_slot_count(r->handoff); i++) {
+		HandoffClientSlot *slot = handoff_state_slot(r->handoff, i);
+		gpointer fd;
+
+		if (!slot->id)
+			continue;
+		if (!fds->clients ||
+		    !g_hash_table_lookup_extended(fds->clients, GUINT_TO_POINTER(slot->id), NULL,
+						  &fd)) {
+			/* Gone (its socket was closed before the crash). */
+			handoff_state_owed_clear_client(r->handoff, slot->id);
+			handoff_state_release(r->handoff, (int)i);
+			cleared++;
+			continue;
+		}
+		g_hash_table_remove(fds->clients, GUINT_TO_POINTER(slot->id));
+		max_id = MAX(max_id, slot->id);
+		relay_handoff_restore_client(r, i, GPOINTER_TO_INT(fd));
+		restored++;
+	}
+	r->next_client_id = max_id + 1;
+	/* Sockets without a slot: stored, but their client was not written
+	 * down yet. They are new clients now. */
+	if (fds->clients) {
+		g_hash_table_iter_init(&it, fds->clients);
+		while (g_hash_table_iter_next(&it, &key, &value)) {
+			char name[32];
+
+			(void)fd_store_remove(fd_store_client_name(GPOINTER_TO_UINT(key), name));
+			(void)relay_add_client(r, GPOINTER_TO_INT(value));
+		}
+		g_hash_table_remove_all(fds->clients);
+	}
+	relay_handoff_sessions(r, fds, trip);
+	if (restored || cleared)
+		log_info("took over %u clients from the previous process (%u slots cleared)",
+			 restored, cleared);
+	return 0;
+}
+
+/* ---- planned hand-off ---- */
+
+/*
+ * Requests this process took from @c's socket and did not handle (its
+ * reading was paused behind slow sends or a full queue, or its turn to be
+ * served again had not come): the successor reads the socket, not this
+ * buffer. Each is answered -EAGAIN, so that the client sends it again, to
+ * the successor, at once rather than after its own timeout.
+ */
+static void relay_handoff_refuse_buffered(Relay *r, RelayClient *c)
+{
+	const struct rdmacm_mux_msg *peeked;
+	unsigned n = client_peek_frames(&c->conn, &peeked), refused = 0;
+	struct rdmacm_mux_msg *m;
+
+	if (c->conn.fd < 0)
+		return;
+	/* Only what is buffered: client_next_frame() reads no more while a
+	 * whole frame is. */
+	while (refused < n && client_next_frame(&c->conn, &m) == 1 &&
+	       relay_respond(r, c, m, -EAGAIN) == 0)
+		refused++;
+	if (refused > 0)
+		log_notice("client %u (pid %d): %u requests it sent were not handled before the "
+			   "restart; they are answered EAGAIN, to be sent again",
+			   c->id, (int)c->conn.cred.pid, refused);
+}
+
+void relay_handoff_prepare(Relay *r, unsigned timeout_ms)
+{
+	uint64_t deadline = now_usec() + (uint64_t)timeout_ms * 1000;
+	GHashTableIter it;
+	gpointer value;
+	GPtrArray *cut = g_ptr_array_new();
+
+	/* Planned: whatever the successor does with the state, this start
+	 * did not crash on it. */
+	relay_handoff_settled(r, "a planned hand-off");
+
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		relay_handoff_refuse_buffered(r, value);
+
+	/* What is queued goes out now, within the time we have: the
+	 * successor knows nothing of this process's queues. */
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		RelayClient *c = value;
+
+		while (c->conn.fd >= 0 && client_has_output(&c->conn)) {
+			uint64_t now = now_usec();
+			struct pollfd p = { .fd = c->conn.fd, .events = POLLOUT };
+			int e = client_flush(&c->conn);
+
+			if (e < 0 && e != -EAGAIN)
+				break;
+			if (!client_has_output(&c->conn) || now >= deadline)
+				break;
+			(void)poll(&p, 1, (int)MIN((deadline - now + 999) / 1000, 100u));
+		}
+		/* Half a frame written: a successor would write the next frame
+		 * into the middle of it. The client is better off seeing EOF. */
+		if (c->conn.out_off > 0)
+			g_ptr_array_add(cut, c);
+	}
+	for (guint i = 0; i < cut->len; i++) {
+		RelayClient *c = cut->pdata[i];
+
+		log_warning("client %u (pid %d) did not take a whole frame before the restart: "
+			    "it is disconnected rather than left out of step",
+			    c->id, (int)c->conn.cred.pid);
+		relay_drop_client(r, c, "half a frame written at the hand-off");
+	}
+	g_ptr_array_free(cut, TRUE);
+}
+
+/* ---- re-execution ---- */
+
+void relay_handoff_export(Relay *r, RelayHandoffFdFn fn, void *userdata)
+{
+	GHashTableIter it;
+	gpointer value;
+	char name[32];
+
+	if (!r->handoff) {
+		/* Nothing kept so far (no fd store): write it all down now. */
+		int fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
+
+		HandoffShape shape = relay_handoff_shape(r);
+		SessionFileOwner owner = { r->port->dev, r->port->port, relay_handoff_new_pair_id() };
+
+		if (handoff_state_new(&shape, owner.pair_id, &r->handoff) < 0 || fd < 0 ||
+		    session_table_save(r->sessions, fd, &owner) < 0) {
+			log_warning("cannot write the state down for the new process: it starts "
+				    "without the clients' GIDs and sessions");
+			if (fd >= 0)
+				close(fd);
+		} else {
+			r->sessions_fd = fd;
+			memcpy(handoff_state_counters(r->handoff), r->counters,
+			       sizeof(RelayCounters));
+			g_hash_table_iter_init(&it, r->clients);
+			while (g_hash_table_iter_next(&it, NULL, &value)) {
+				RelayClient *c = value;
+
+				if (c->conn.fd < 0)
+					continue;
+				c->handoff_slot = handoff_state_claim(r->handoff, c->id);
+				if (c->hello_done)
+					relay_handoff_client_hello(r, c);
+				if (c->c1_logged)
+					relay_handoff_client_c1_logged(r, c);
+				relay_handoff_sync_gids(r, c);
+			}
+		}
+	}
+	if (r->handoff && r->sessions_fd >= 0) {
+		fn(userdata, FD_STORE_STATE, handoff_state_fd(r->handoff));
+		fn(userdata, FD_STORE_SESSIONS, r->sessions_fd);
+	}
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		RelayClient *c = value;
+
+		if (c->conn.fd >= 0 && c->handoff_slot >= 0)
+			fn(userdata, fd_store_client_name(c->id, name), c->conn.fd);
+	}
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The relay's side of surviving a restart or a crash (handoff-relay.c):
+ * its state in memfds (the hand-off format, handoff-format.h), its client
+ * sockets in the fd store, the take-over at start (in place, or converted
+ * from another version), the answers owed after a crash, the crash-loop
+ * guard, and the planned hand-off at SIGTERM.
+ */
+#ifndef RDMACM_MUX_RELAY_HANDOFF_H
+#define RDMACM_MUX_RELAY_HANDOFF_H
+
+#include <glib.h>
+
+#include "relay.h"
+
+/* What a predecessor left in the fd store (or passed at a re-execution). */
+typedef struct RelayHandoffFds {
+	int state;	     /* "state", or -1 */
+	int state_staged;    /* "state~": a converted state on its way in, or -1 */
+	int sessions;	     /* "sessions", or -1 */
+	int sessions_staged; /* "sessions~", or -1 */
+	GHashTable *clients; /* client id -> socket fd, or NULL */
+} RelayHandoffFds;
+
+/* Unsettled starts (taking state over, then dying before the adopted
+ * state proved itself) after which a start drops the sessions it is
+ * given: below systemd's StartLimitBurst=5 of our units. */
+#define RELAY_HANDOFF_GUARD_STARTS 3u
+/* A start has settled when it relayed a MAD, or ran this long. */
+#define RELAY_HANDOFF_SETTLE_USEC (30ull * 1000000)
+
+/**
+ * relay_handoff_start() - from now on keep the relay's state where a
+ * successor finds it: take over what a predecessor left, or start fresh.
+ * Call once, right after relay_new(), before any client.
+ * @fds: every fd in it is taken over (set to -1, the table emptied). A
+ *       staged memfd ("state~") wins over the one of the same name without
+ *       the "~": it was stored only once whole.
+ * A predecessor's memfd of this format and shape is used in place; one of
+ * another version (0.1.0's raw layout, another minor) is converted into a
+ * fresh memfd, which replaces it in the store in an order that a crash at
+ * any step leaves a usable state. What does not hold up is dropped item
+ * by item with a log line: a client, a session, an owed answer.
+ * Return: 0, or a negative errno when no state could be kept (logged; the
+ * relay works on without the guarantee).
+ */
+int relay_handoff_start(Relay *r, RelayHandoffFds *fds);
+
+/**
+ * relay_handoff_prepare() - before a planned exit that hands over: write
+ * out every client's queued frames, waiting up to @timeout_ms in all. A
+ * client left with half a frame written is disconnected (it would be out
+ * of step with the successor). A planned hand-off is not a crash: the
+ * crash-loop guard starts over.
+ */
+void relay_handoff_prepare(Relay *r, unsigned timeout_ms);
+
+/* Called for each fd a successor needs, with its name. */
+typedef void (*RelayHandoffFdFn)(void *userdata, const char *name, int fd);
+
+/**
+ * relay_handoff_export() - the fds a new process needs to take over (the
+ * state, the sessions, every client socket), for a re-execution. Without
+ * a state kept so far (no fd store), it is written down now.
+ */
+void relay_handoff_export(Relay *r, RelayHandoffFdFn fn, void *userdata);
+
+#endif
