@@ -257,6 +257,9 @@ static const struct {
 	{ offsetof(RelayCounters, handoff_guard_trips), "handoff_guard_trips" },
 	{ offsetof(RelayCounters, handoff_items_dropped), "handoff_items_dropped" },
 	{ offsetof(RelayCounters, handoff_owed_answered), "handoff_owed_answered" },
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	{ offsetof(RelayCounters, future_counter), "future_counter" },
+#endif
 };
 
 #define COUNTER_WORDS (sizeof(RelayCounters) / sizeof(uint64_t))

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "handoff-fd-store.h"
-#include "handoff-legacy.h"
+#include "handoff-sessions.h"
 #include "log.h"
 #include "handoff-relay.h"
 #include "relay-internal.h"
@@ -241,64 +241,6 @@ static void relay_handoff_session_dropped(void *userdata, const Session *s, cons
 	relay_handoff_dropped(&d->drops, what, why);
 }
 
-/* The pair id in the header of a hand-off memfd @fd, or 0 (0.1.0's, or
- * unreadable). */
-static uint64_t relay_handoff_file_pair_id(int fd)
-{
-	HandoffHeader h;
-
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    memcmp(h.magic, HANDOFF_MAGIC, sizeof(h.magic)) != 0)
-		return 0;
-	return h.pair_id;
-}
-
-/*
- * The session records of another version's table in @fd, mapped
- * read-only into *@map (*@map_len bytes). Return: 0, or a negative errno
- * with *@why saying what it is not.
- */
-static int relay_handoff_foreign_sessions(int fd, void **map, size_t *map_len,
-					  const void **records, uint32_t *record_size,
-					  uint32_t *n, const char **why)
-{
-	const HandoffSection *sec;
-	struct stat st;
-	int e;
-
-	*map = NULL;
-	if (fstat(fd, &st) < 0) {
-		*why = "it cannot be read";
-		return -errno;
-	}
-	if (st.st_size < (off_t)HANDOFF_PAGE) {
-		*why = "it is too short";
-		return -EBADMSG;
-	}
-	*map_len = (size_t)st.st_size;
-	*map = mmap(NULL, *map_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (*map == MAP_FAILED) {
-		*map = NULL;
-		*why = "it cannot be mapped";
-		return -errno;
-	}
-	e = handoff_legacy_sessions(*map, *map_len, records, record_size, n, why);
-	if (e != -EPROTO)
-		return e;
-	e = handoff_header_check(*map, *map_len, *map_len, HANDOFF_KIND_SESSIONS, why);
-	if (e < 0)
-		return e;
-	sec = handoff_header_find(*map, HANDOFF_SECTION_SESSIONS);
-	if (!sec || sec->record_size == 0) {
-		*why = "it has no session records";
-		return -EBADMSG;
-	}
-	*records = (const uint8_t *)*map + sec->offset;
-	*record_size = sec->record_size;
-	*n = sec->n_records;
-	return 0;
-}
-
 /* A fresh table in a new memfd, kept in the store. */
 static SessionTable *relay_handoff_fresh_sessions(Relay *r, const SessionFileOwner *owner,
 						  bool had_old)
@@ -325,76 +267,35 @@ static void relay_handoff_sessions(Relay *r, RelayHandoffFds *fds, bool drop)
 	SessionFileOwner owner = { r->port->dev, r->port->port, handoff_state_pair_id(r->handoff) };
 	RelayHandoffSessionDrops d = { .relay = r };
 	SessionTable *t = NULL;
+	const char *why = "?";
 	bool staged;
 	int fd = relay_handoff_pick(&fds->sessions, &fds->sessions_staged, &staged);
 	bool had_old = fd >= 0;
-	uint64_t pair;
-	int e;
+	int table_fd = -1, e;
 
-	if (fd >= 0 && drop) {
-		close(fd);
-		fd = -1;
-	}
-	pair = fd >= 0 ? relay_handoff_file_pair_id(fd) : 0;
-	if (fd >= 0 && pair != 0 && pair != owner.pair_id) {
-		log_warning("the sessions in the fd store belong to another state than the "
-			    "clients'; starting with none");
-		close(fd);
-		fd = -1;
-	}
-	if (fd >= 0) {
-		e = session_table_adopt(r->cfg.timeouts_ms, fd, relay_now(r),
-					relay_handoff_session_owner, relay_handoff_session_dropped,
-					&d, NULL, &t);
-		if (e == 0) {
+	if (fd >= 0 && !drop) {
+		e = handoff_sessions_adopt(fd, &owner, r->cfg.timeouts_ms, relay_now(r),
+					   relay_handoff_session_owner,
+					   relay_handoff_session_dropped, &d, &t, &table_fd, &why);
+		if (e < 0) {
+			log_warning("cannot take over the sessions: %s (%s); starting with none", why,
+				    strerror(-e));
+		} else if (table_fd == fd) {
 			r->sessions_fd = fd;
 			if (staged)
 				relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED, fd,
 							 true);
 			fd = -1;
-		} else if (e == -EBADMSG) {
-			const void *records = NULL;
-			uint32_t record_size = 0, n = 0;
-			const char *why = "?";
-			size_t map_len = 0;
-			void *map = NULL;
-			int new_fd = -1;
-
-			e = relay_handoff_foreign_sessions(fd, &map, &map_len, &records, &record_size,
-							   &n, &why);
-			if (e == 0) {
-				new_fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
-				e = new_fd < 0 ? -errno
-					       : session_table_import(
-							 r->cfg.timeouts_ms, records, record_size,
-							 n, new_fd, &owner, relay_now(r),
-							 relay_handoff_session_owner,
-							 relay_handoff_session_dropped, &d, NULL, &t);
-				why = "a fresh memfd could not be made";
-			}
-			if (map)
-				munmap(map, map_len);
-			if (e == 0) {
-				log_info("converted the previous process's %u session records (%u "
-					 "bytes each) into this version's format",
-					 n, record_size);
-				r->sessions_fd = new_fd;
-				relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED,
-							 new_fd, true);
-			} else {
-				log_warning("cannot take over the sessions (%s: %s); starting with none",
-					    why, strerror(-e));
-				if (new_fd >= 0)
-					close(new_fd);
-				t = NULL;
-			}
 		} else {
-			log_warning("cannot take over the sessions: %s; starting with none",
-				    strerror(-e));
+			log_info("converted the previous process's sessions into this version's "
+				 "format");
+			r->sessions_fd = table_fd;
+			relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED,
+						 table_fd, true);
 		}
-		if (fd >= 0)
-			close(fd);
 	}
+	if (fd >= 0)
+		close(fd);
 	if (t) {
 		log_info("took over %u sessions", session_table_count(t));
 		if (d.drops.n)

@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of upgrades and downgrades: the daemon under a
+ * supervisor with an fd store, as systemd runs it, is replaced by another
+ * version while raw QEMU-protocol clients hold a half-open session (REQ
+ * sent, REP pending), an established one and one in closing (DREQ sent,
+ * DREP pending): 0.1.0 (commit 1dad4e3, built from git history into this
+ * build dir) to this tree, this tree to a "future" build (-Dhandoff_future:
+ * one more counter, session field and rx drop reason, a newer minor) and
+ * back, each with SIGTERM (a planned hand-off) and SIGKILL (a crash). QEMU
+ * never reconnects and never registers again: every client keeps its
+ * socket, its GIDs and its sessions, and every handshake finishes.
+ *
+ * The same program writes the golden state files (--write-golden, see
+ * tests/handoff-golden/README.md).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "unit-test.h"
+
+#define N_Q 3 /* half-open, established, closing */
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Supervisor *sup;
+	Daemon *da, *db;
+	int q[N_Q]; /* raw QEMU clients on da */
+	uint8_t qgid[N_Q][IB_GID_LEN];
+	Vm *b[N_Q]; /* their peers on db */
+	uint64_t tid;
+	/* The sessions a round started: wire ids the peers saw, and the
+	 * peers' own comm ids. */
+	uint32_t wire[N_Q], peer[N_Q], base;
+	uint32_t seen[N_Q]; /* the peer's comm id as the QEMU client sees it */
+} Fixture;
+
+/* The daemon binary of version @kind ("0.1.0", "future"), built on first
+ * use into this build dir by build-daemon-version.sh; this tree's for
+ * "head". */
+static const char *daemon_binary(const char *kind)
+{
+	static char *bins[2];
+	unsigned k = strcmp(kind, "0.1.0") == 0 ? 0 : 1;
+	g_autoptr(GError) err = NULL;
+	g_autofree char *out = NULL, *errout = NULL;
+	g_autofree char *dir = NULL;
+	int status;
+
+	if (strcmp(kind, "head") == 0)
+		return harness_env_bin("RDMACM_MUX_BIN");
+	if (bins[k])
+		return bins[k];
+	dir = g_build_filename(harness_env_bin("UPGRADE_BUILD_DIR"), k ? "daemon-future"
+								    : "daemon-0.1.0",
+			       NULL);
+	{
+		char *argv[] = { (char *)harness_env_bin("UPGRADE_BUILD_SCRIPT"),
+				 (char *)harness_env_bin("UPGRADE_SOURCE_DIR"), dir, (char *)kind,
+				 NULL };
+
+		if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout,
+				  &status, &err))
+			g_error("cannot run %s: %s", argv[0], err->message);
+		/* No skip: a missing version is a failure, with the script's
+		 * words (e.g. a clone without 0.1.0 in its history). */
+		if (!g_spawn_check_wait_status(status, &err))
+			g_error("cannot build the %s daemon: %s\n%s", kind, err->message, errout);
+	}
+	bins[k] = g_strdup(g_strstrip(out));
+	g_assert_true(g_file_test(bins[k], G_FILE_TEST_IS_EXECUTABLE));
+	return bins[k];
+}
+
+/* From now on @d runs @bin (at its next start). */
+static void daemon_set_binary(Daemon *d, const char *bin)
+{
+	g_free(d->argv[0]);
+	d->argv[0] = g_strdup(bin);
+}
+
+static void fixture_start(Fixture *f, const char *kind, const char *const *extra)
+{
+	const char *head = harness_env_bin("RDMACM_MUX_BIN");
+	g_autofree char *saved = g_strdup(head);
+	struct rdmacm_mux_msg m;
+
+	f->fabric = fabric_new("two-hosts");
+	f->sup = supervisor_new(f->fabric);
+	/* The harness starts RDMACM_MUX_BIN. */
+	g_setenv("RDMACM_MUX_BIN", daemon_binary(kind), TRUE);
+	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", extra);
+	g_setenv("RDMACM_MUX_BIN", saved, TRUE);
+	f->db = daemon_start(f->fabric, "simB", NULL);
+	for (int i = 0; i < N_Q; i++) {
+		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
+		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
+		g_autofree char *name = g_strdup_printf("b%d", i);
+
+		gid_parse(qg, f->qgid[i]);
+		f->q[i] = raw_connect(f->da);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
+		f->b[i] = vm_new(f->db, bg, name);
+	}
+	f->tid = 0xb000;
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	fixture_start(f, "0.1.0", NULL);
+}
+
+static void fixture_setup_head(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	fixture_start(f, "head", NULL);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	for (int i = 0; i < N_Q; i++) {
+		if (f->q[i] >= 0)
+			close(f->q[i]);
+		vm_free(f->b[i]);
+	}
+	daemon_free(f->da);
+	supervisor_free(f->sup);
+	hosts_free(f->fabric, NULL, f->db, NULL, 0);
+}
+
+/* A MAD frame as QEMU builds it (its own GID in addr.gid). */
+static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
+		       const uint8_t mad[256])
+{
+	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
+	memcpy(m->umad.mad, mad, 256);
+}
+
+/* Send it as QEMU does: write, then wait for the answer. */
+static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
+{
+	struct rdmacm_mux_msg m;
+
+	qemu_frame(&m, own, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+}
+
+/* The next frame a raw client gets is an inbound MAD @attr for @own. */
+static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
+			struct rdmacm_mux_msg *m)
+{
+	/* -EPIPE here is the failure this test is about: the client lost its
+	 * connection to the daemon. */
+	g_assert_cmpint(raw_recv(fd, m, 5000), ==, 0);
+	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
+	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
+}
+
+/*
+ * Client 0: REQ sent, REP pending (half-open). Client 1: established.
+ * Client 2: established, then DREQ sent, DREP pending (closing).
+ */
+static void start_sessions(Fixture *f, uint32_t base)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t mad[256];
+
+	f->base = base;
+	for (int i = 0; i < N_Q; i++) {
+		mad_build_req(mad, base + (uint32_t)i, f->qgid[i], f->b[i]->gid, ++f->tid);
+		qemu_send(f->q[i], f->qgid[i], mad);
+		vm_expect(f->b[i], CM_REQ, &in);
+		f->wire[i] = mad_local(in.mad);
+		f->peer[i] = base + 0x100u + (uint32_t)i;
+		if (i == 0)
+			continue;
+		mad_build(mad, CM_REP, f->peer[i], f->wire[i], ++f->tid);
+		g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
+		qemu_expect(f->q[i], f->qgid[i], CM_REP, &m);
+		g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
+		f->seen[i] = mad_local(m.umad.mad);
+		mad_build(mad, CM_RTU, base + (uint32_t)i, f->seen[i], ++f->tid);
+		qemu_send(f->q[i], f->qgid[i], mad);
+		vm_expect(f->b[i], CM_RTU, &in);
+	}
+	mad_build(mad, CM_DREQ, base + 2, f->seen[2], ++f->tid);
+	qemu_send(f->q[2], f->qgid[2], mad);
+	vm_expect(f->b[2], CM_DREQ, &in);
+	g_assert_cmpuint(mad_remote(in.mad), ==, f->peer[2]);
+}
+
+/* Each session goes on from where it was, as only a session that crossed
+ * the restart can: the client's own comm ids come back, to it alone. */
+static void finish_sessions(Fixture *f)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t mad[256];
+
+	/* Half-open: the REP comes, the client answers RTU. */
+	mad_build(mad, CM_REP, f->peer[0], f->wire[0], ++f->tid);
+	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], mad), ==, 0);
+	qemu_expect(f->q[0], f->qgid[0], CM_REP, &m);
+	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base);
+	mad_build(mad, CM_RTU, f->base, mad_local(m.umad.mad), ++f->tid);
+	qemu_send(f->q[0], f->qgid[0], mad);
+	vm_expect(f->b[0], CM_RTU, &in);
+	g_assert_cmpuint(mad_remote(in.mad), ==, f->peer[0]);
+	/* Established: the peer closes it. */
+	mad_build(mad, CM_DREQ, f->peer[1], f->wire[1], ++f->tid);
+	g_assert_cmpint(vm_send(f->b[1], f->qgid[1], mad), ==, 0);
+	qemu_expect(f->q[1], f->qgid[1], CM_DREQ, &m);
+	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base + 1);
+	mad_build(mad, CM_DREP, f->base + 1, f->seen[1], ++f->tid);
+	qemu_send(f->q[1], f->qgid[1], mad);
+	vm_expect(f->b[1], CM_DREP, &in);
+	/* Closing: the DREP it waited for comes. */
+	mad_build(mad, CM_DREP, f->peer[2], f->wire[2], ++f->tid);
+	g_assert_cmpint(vm_send(f->b[2], f->qgid[2], mad), ==, 0);
+	qemu_expect(f->q[2], f->qgid[2], CM_DREP, &m);
+	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base + 2);
+}
+
+/* Every client still owns its GID: registering it again is EEXIST
+ * (another owner would be EACCES, a lost one OK). */
+static void check_gids_kept(Fixture *f)
+{
+	struct rdmacm_mux_msg m;
+
+	for (int i = 0; i < N_Q; i++) {
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	}
+}
+
+static unsigned count_in_output(const Daemon *d, const char *needle)
+{
+	g_autofree char *out = daemon_output(d);
+	unsigned n = 0;
+
+	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Replace da's binary by @kind's with @sig: SIGTERM a planned hand-off,
+ * SIGKILL a crash. */
+static void switch_version(Fixture *f, const char *kind, int sig)
+{
+	unsigned ready = supervisor_ready_count(f->sup);
+
+	daemon_set_binary(f->da, daemon_binary(kind));
+	if (sig == SIGKILL)
+		daemon_kill(f->da);
+	else
+		g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_restart(f->da);
+	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	/* What the store keeps is the new version's: one state, one table,
+	 * nothing staged left behind, every client's socket. */
+	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->sup, "sessions"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, N_Q);
+}
+
+/* One version change in the middle of three handshakes. */
+static void round_across(Fixture *f, const char *kind, int sig, uint32_t base)
+{
+	start_sessions(f, base);
+	switch_version(f, kind, sig);
+	check_gids_kept(f);
+	finish_sessions(f);
+	g_assert_cmpuint(count_in_output(f->da, "disconnecting"), ==, 0);
+	g_assert_cmpuint(count_in_output(f->da, "starting clean"), ==, 0);
+}
+
+static void upgrade_chain(Fixture *f, int sig)
+{
+	round_across(f, "head", sig, 0x1000);
+	g_assert_cmpuint(count_in_output(f->da, "took over the state rdmacm-mux 0.1.0 left"), ==,
+			 1);
+	round_across(f, "future", sig, 0x2000);
+	round_across(f, "head", sig, 0x3000);
+	/* Both ways the format was converted: a newer minor's memfd is not
+	 * this build's to use in place. */
+	g_assert_cmpuint(count_in_output(f->da, "converted into this version's format"), ==, 3);
+	/* Nothing was dropped on the way, and nothing came twice. */
+	g_assert_cmpuint(count_in_output(f->da, "not taken over"), ==, 0);
+	for (int i = 0; i < N_Q; i++) {
+		struct rdmacm_mux_msg m;
+
+		g_assert_cmpint(raw_recv(f->q[i], &m, i == 0 ? 200 : 0), ==, -ETIMEDOUT);
+		vm_expect_nothing(f->b[i], i == 0 ? 200 : 1);
+	}
+}
+
+UNIT_FIXTURE_TEST("/upgrade/0.1.0-head-future-head/sigterm", NULL, fixture_setup,
+		  test_upgrade_sigterm)
+{
+	(void)data;
+	upgrade_chain(f, SIGTERM);
+}
+
+UNIT_FIXTURE_TEST("/upgrade/0.1.0-head-future-head/sigkill", NULL, fixture_setup,
+		  test_upgrade_sigkill)
+{
+	(void)data;
+	upgrade_chain(f, SIGKILL);
+}
+
+/* The same tree, restarted: its own memfds are used in place, nothing
+ * converted (the per-MAD path keeps writing where it wrote). */
+UNIT_FIXTURE_TEST("/upgrade/same-version-in-place", NULL, fixture_setup_head, test_same_version)
+{
+	(void)data;
+	round_across(f, "head", SIGKILL, 0x4000);
+	round_across(f, "head", SIGTERM, 0x5000);
+	g_assert_cmpuint(count_in_output(f->da, "(in place)"), ==, 2);
+	g_assert_cmpuint(count_in_output(f->da, "converted"), ==, 0);
+}
+
+/* ---- the golden state files (tests/handoff-golden/README.md) ---- */
+
+static void write_file(const char *dir, const char *name, int fd, size_t *ret_size)
+{
+	g_autofree char *path = g_build_filename(dir, name, NULL);
+	g_autofree uint8_t *buf = NULL;
+	struct stat st;
+	size_t len;
+
+	g_assert_cmpint(fstat(fd, &st), ==, 0);
+	buf = g_malloc((size_t)st.st_size);
+	g_assert_cmpint(pread(fd, buf, (size_t)st.st_size, 0), ==, st.st_size);
+	/* Trailing zeros are the file's size, given in the manifest. */
+	len = (size_t)st.st_size;
+	while (len > 0 && buf[len - 1] == 0)
+		len--;
+	g_assert_true(g_file_set_contents(path, (const char *)buf, (gssize)len, NULL));
+	*ret_size = (size_t)st.st_size;
+}
+
+static void gid_text(const uint8_t gid[IB_GID_LEN], char buf[64])
+{
+	g_assert_nonnull(inet_ntop(AF_INET6, gid, buf, 64));
+}
+
+/*
+ * Run @kind's daemon with small limits, give it clients, GIDs and
+ * sessions in several states, and write its memfds and a manifest of what
+ * it holds (from what this program did and saw, not from the files) to
+ * @dir.
+ */
+static int write_golden(const char *dir, const char *kind)
+{
+	const char *const extra[] = { "--max-clients", "8", "--max-gids", "2", NULL };
+	g_autoptr(GString) man = g_string_new(NULL);
+	g_autofree char *man_path = g_build_filename(dir, "manifest", NULL);
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t second[IB_GID_LEN], lgid[IB_GID_LEN], mad[256];
+	Fixture fx = { 0 }, *f = &fx;
+	char text[64], text2[64];
+	size_t size;
+	Vm *lib, *peer;
+
+	g_mkdir_with_parents(dir, 0755);
+	fixture_start(f, kind, extra);
+	/* Client 1 also holds a second GID. */
+	gid_parse("::ffff:10.0.1.9", second);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, second);
+	g_assert_cmpint(raw_request(f->q[1], &m), ==, 0);
+	/* A library client (HELLO done) with a session a peer started. */
+	lib = vm_new(f->da, "::ffff:10.0.1.7", "lib");
+	gid_parse("::ffff:10.0.1.7", lgid);
+	peer = vm_new(f->db, "::ffff:10.0.2.7", "peer");
+	start_sessions(f, 0x700);
+	mad_build_req(mad, 0x7777, peer->gid, lgid, ++f->tid);
+	g_assert_cmpint(vm_send(peer, lgid, mad), ==, 0);
+	vm_expect(lib, CM_REQ, &in);
+
+	g_string_append_printf(man, "# written by test-upgrade --write-golden with the %s daemon\n",
+			       kind);
+	for (int i = 0; i < N_Q; i++) {
+		gid_text(f->qgid[i], text);
+		if (i == 1) {
+			gid_text(second, text2);
+			g_string_append_printf(man, "client %d hello 0 gids %s,%s\n", i + 1, text,
+					       text2);
+		} else {
+			g_string_append_printf(man, "client %d hello 0 gids %s\n", i + 1, text);
+		}
+	}
+	gid_text(lgid, text);
+	g_string_append_printf(man, "client 4 hello 1 gids %s\n", text);
+	g_string_append_printf(man, "session client 1 comm 0x%x wire 0x%x state req-sent\n",
+			       f->base, f->wire[0]);
+	g_string_append_printf(man, "session client 2 comm 0x%x wire 0x%x state established\n",
+			       f->base + 1, f->wire[1]);
+	g_string_append_printf(man, "session client 3 comm 0x%x wire 0x%x state closing\n",
+			       f->base + 2, f->wire[2]);
+	g_string_append_printf(man, "peer-session client 4 peer-comm 0x7777 gid %s state req-rcvd\n",
+			       text);
+	/* What this program made the daemon count. */
+	g_string_append(man, "counter tx.REQ 3\ncounter tx.RTU 2\ncounter tx.DREQ 1\n"
+			     "counter rx.REP 2\ncounter rx.REQ 1\ncounter reg_ok 5\n"
+			     "counter clients_accepted 4\n");
+	write_file(dir, "state", supervisor_stored_fd(f->sup, "state"), &size);
+	g_string_append_printf(man, "size state %zu\n", size);
+	write_file(dir, "sessions", supervisor_stored_fd(f->sup, "sessions"), &size);
+	g_string_append_printf(man, "size sessions %zu\n", size);
+	g_assert_true(g_file_set_contents(man_path, man->str, (gssize)man->len, NULL));
+	vm_free(peer);
+	vm_free(lib);
+	fixture_teardown(f, NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--write-golden") == 0)
+		return write_golden(argv[2], argv[3]);
+	g_test_init(&argc, &argv, NULL);
+	unit_test_add_registered_if(NULL);
+	return g_test_run();
+}
