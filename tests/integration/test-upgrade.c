@@ -416,8 +416,9 @@ static int write_golden(const char *dir, const char *kind)
 			       f->base + 1, f->wire[1]);
 	g_string_append_printf(man, "session client 3 comm 0x%x wire 0x%x state closing\n",
 			       f->base + 2, f->wire[2]);
-	g_string_append_printf(man, "peer-session client 4 peer-comm 0x7777 gid %s state req-rcvd\n",
-			       text);
+	/* The peer's comm id as it came on the wire (its daemon's id). */
+	g_string_append_printf(man, "peer-session client 4 peer-comm 0x%x gid %s state req-rcvd\n",
+			       mad_local(in.mad), text);
 	/* What this program made the daemon count. */
 	g_string_append(man, "counter tx.REQ 3\ncounter tx.RTU 2\ncounter tx.DREQ 1\n"
 			     "counter rx.REP 2\ncounter rx.REQ 1\ncounter reg_ok 5\n"
