@@ -75,9 +75,12 @@ int handoff_sessions_adopt(int fd, const SessionFileOwner *owner,
 	uint32_t record_size = 0, n = 0;
 	size_t map_len = 0;
 	void *map = NULL;
+	const char *dummy;
 	HandoffHeader h;
 	int new_fd, e;
 
+	if (!why)
+		why = &dummy;
 	*ret_fd = -1;
 	/* Another state's sessions are not these clients' to have. */
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&

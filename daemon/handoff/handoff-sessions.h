@@ -19,7 +19,7 @@
  * is not @owner's belongs to another state: refused.
  * Return: 0; -EPROTO when it is no session table this version reads, or
  * another state's; -EBADMSG when its header does not hold up; another
- * negative errno. @why gets a static reason on failure.
+ * negative errno. @why (may be NULL) gets a static reason on failure.
  */
 int handoff_sessions_adopt(int fd, const SessionFileOwner *owner,
 			   const uint32_t timeouts_ms[SESSION_TIMER_COUNT], uint64_t now,

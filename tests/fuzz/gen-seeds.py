@@ -218,3 +218,77 @@ write("client-lib", "handshake-grant",
       + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REQ", 1, dest=G_LOCAL1), grh=1))
 write("client-lib", "handshake-old-mux", b"\1" + frame(1, HELLO, err=1))
 write("client-lib", "handshake-short", b"\1" + frame(1, HELLO, payload=hello(), umad_len=8))
+
+
+# ---- handoff: the golden state files, whole and broken ----
+# Input: u32 state memfd size, u32 state bytes given, u32 sessions memfd
+# size, the state's bytes, the sessions' bytes (fuzz-handoff.c).
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "handoff-golden")
+HDR, ENTRY = 256, 40
+
+
+def handoff(state, sessions, state_size=None, sessions_size=None):
+    return struct.pack("<III", state_size or len(state), len(state),
+                       sessions_size or len(sessions)) + state + sessions
+
+
+def golden(version):
+    d = os.path.join(GOLDEN, version)
+    sizes = {}
+    with open(os.path.join(d, "manifest")) as f:
+        for line in f:
+            w = line.split()
+            if len(w) == 3 and w[0] == "size":
+                sizes[w[1]] = int(w[2])
+    with open(os.path.join(d, "state"), "rb") as f:
+        state = f.read()
+    with open(os.path.join(d, "sessions"), "rb") as f:
+        sessions = f.read()
+    return state, sessions, sizes["state"], sizes["sessions"]
+
+
+def entries(img):
+    n = struct.unpack_from("<I", img, 20)[0]
+    return [bytearray(img[HDR + i * ENTRY:HDR + (i + 1) * ENTRY]) for i in range(n)]
+
+
+def with_entries(img, es):
+    img = bytearray(img)
+    struct.pack_into("<I", img, 20, len(es))
+    for i, e in enumerate(es):
+        img[HDR + i * ENTRY:HDR + (i + 1) * ENTRY] = e
+    return bytes(img)
+
+
+if os.path.isdir(GOLDEN):
+    st, se, sts, ses = golden("0.1.0")
+    write("handoff", "v010-whole", handoff(st, se, sts, ses))
+    write("handoff", "v010-truncated", handoff(st[:4096], se[:4096], 4096, 4096))
+    big = bytearray(st)
+    struct.pack_into("<I", big, 16, 0x100000)          # n_slots: far past the memfd
+    write("handoff", "v010-oversized-slots", handoff(bytes(big), se, sts, ses))
+    big = bytearray(se)
+    struct.pack_into("<I", big, 20, 0x7fffffff)        # used: past the capacity
+    write("handoff", "v010-oversized-sessions", handoff(st, bytes(big), sts, ses))
+    dup = bytearray(st)
+    dup[4096 + 512 + 56:4096 + 512 + 112] = dup[4096 + 512:4096 + 512 + 56]   # slot 1 = slot 0
+    write("handoff", "v010-duplicated-client", handoff(bytes(dup), se, sts, ses))
+
+    st, se, sts, ses = golden("unreleased-2.0")
+    write("handoff", "v2-whole", handoff(st, se, sts, ses))
+    write("handoff", "v2-truncated", handoff(st[:5000], se[:4096], 5000, 4096))
+    es = entries(st)
+    write("handoff", "v2-reordered", handoff(with_entries(st, es[::-1]), se, sts, ses))
+    write("handoff", "v2-duplicated-section", handoff(with_entries(st, es + [es[0]]), se, sts, ses))
+    over = [bytearray(e) for e in es]
+    struct.pack_into("<Q", over[0], 16, 1 << 40)        # a section longer than the memfd
+    write("handoff", "v2-oversized-section", handoff(with_entries(st, over), se, sts, ses))
+    minor = bytearray(st)
+    struct.pack_into("<H", minor, 10, 9)                 # a newer minor
+    write("handoff", "v2-newer-minor", handoff(bytes(minor), se, sts, ses))
+    pair = bytearray(se)
+    pair[24] ^= 0xff                                     # another state's sessions
+    write("handoff", "v2-contradictory-pair", handoff(st, bytes(pair), sts, ses))
+    torn = bytearray(se)
+    torn[4096 + 92:4096 + 184] = torn[4096:4096 + 92]   # two sessions with one wire id
+    write("handoff", "v2-contradictory-sessions", handoff(st, bytes(torn), sts, ses))

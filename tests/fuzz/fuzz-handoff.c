@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzzes the hand-off reader: whatever a predecessor (or a crash, or a
+ * bug) left in the "state" and "sessions" memfds, the successor must take
+ * over what holds up and drop the rest, never crash: a reader that crashes
+ * on its own state crash-loops every restart. Both memfds go through the
+ * daemon's own path (handoff_state_adopt(), then handoff_sessions_adopt()),
+ * whichever format they claim (this one, another minor, 0.1.0's raw
+ * layout), and what comes out must be consistent.
+ *
+ * Input: three little-endian u32 (the state memfd's size, how many of the
+ * input's bytes fill it, the sessions memfd's size), then the state's
+ * bytes, then the sessions' bytes (the rest). Sizes are capped at 4 MiB.
+ */
+#include <glib.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "handoff-sessions.h"
+#include "handoff-state.h"
+#include "log.h"
+
+#define MAX_SIZE (4u << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int memfd_of(const uint8_t *data, size_t len, uint32_t size)
+{
+	int fd = memfd_create("fuzz", MFD_CLOEXEC);
+
+	if (fd < 0)
+		abort();
+	size = MIN(size, MAX_SIZE);
+	len = MIN(len, (size_t)size);
+	if (ftruncate(fd, size) < 0 || (len && pwrite(fd, data, len, 0) != (ssize_t)len))
+		abort();
+	return fd;
+}
+
+typedef struct Owners {
+	SessionList lists[64];
+	unsigned dropped;
+} Owners;
+
+static SessionList *owner_of(void *userdata, uint32_t client_id)
+{
+	Owners *o = userdata;
+
+	return client_id < G_N_ELEMENTS(o->lists) ? &o->lists[client_id] : NULL;
+}
+
+static void session_dropped(void *userdata, const Session *s, const char *why)
+{
+	(void)s;
+	if (!why)
+		abort();
+	((Owners *)userdata)->dropped++;
+}
+
+static void item_dropped(void *userdata, const char *what, const char *why)
+{
+	if (!what || !why)
+		abort();
+	(*(unsigned *)userdata)++;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const uint32_t timeouts[SESSION_TIMER_COUNT] = { 0, 30000, 10000, 10000 };
+	HandoffShape shape = { .dev = "simA", .port = 1, .n_clients = 8, .max_gids = 2,
+			       .n_owed = 16 };
+	g_autoptr(GArray) owed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+	HandoffState *s = NULL;
+	SessionTable *t = NULL;
+	Owners owners = { 0 };
+	uint32_t state_size, state_len, sessions_size;
+	unsigned drops = 0;
+	bool converted;
+	int state_fd, sessions_fd, table_fd = -1;
+
+	if (size < 12)
+		return 0;
+	log_setup(LOG_EMERG, false);
+	memcpy(&state_size, data, 4);
+	memcpy(&state_len, data + 4, 4);
+	memcpy(&sessions_size, data + 8, 4);
+	data += 12;
+	size -= 12;
+	state_len = (uint32_t)MIN((size_t)state_len, size);
+	state_fd = memfd_of(data, state_len, state_size);
+	sessions_fd = memfd_of(data + state_len, size - state_len, sessions_size);
+
+	if (handoff_state_adopt(state_fd, &shape, item_dropped, &drops, &s, &converted, NULL) == 0) {
+		SessionFileOwner fo = { "simA", 1, handoff_state_pair_id(s) };
+		const uint64_t *k = handoff_state_counters(s);
+		uint64_t sum = 0;
+
+		/* Every slot taken over holds up. */
+		for (uint32_t i = 0; i < handoff_state_slot_count(s); i++) {
+			const HandoffClientSlot *slot = handoff_state_slot(s, i);
+
+			if (slot->id && slot->n_gids > shape.max_gids)
+				abort();
+			if (slot->id)
+				handoff_state_owed_take(s, slot->id, owed);
+		}
+		for (unsigned i = 0; i < handoff_counter_count(); i++)
+			sum += k[i];
+		(void)sum;
+		if (handoff_sessions_adopt(sessions_fd, &fo, timeouts, 5000000, owner_of,
+					   session_dropped, &owners, &t, &table_fd, NULL) == 0) {
+			if (session_table_check(t))
+				abort();
+			/* The table goes on working. */
+			(void)session_table_expire(t, 3600000000ull, owner_of, &owners);
+			if (session_table_check(t))
+				abort();
+			session_table_free(t);
+			if (table_fd != sessions_fd)
+				close(table_fd);
+		}
+		handoff_state_free(s);
+	}
+	close(state_fd);
+	close(sessions_fd);
+	return 0;
+}
