@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of crashes under a supervisor with an fd store, as
+ * systemd runs the daemon:
+ *  - answers owed survive a crash: QEMU writes a request and blocks for
+ *    its answer (holding its big lock). Requests whose sends wait in the
+ *    sender processes (a destination that takes 30 s to fail) are in
+ *    flight when the daemon is killed; the successor answers each of them
+ *    at once, exactly once, before anything else reaches the client;
+ *  - the crash-loop guard: a daemon killed right after each start, before
+ *    it relayed anything with the state it took over, looks like a state
+ *    that crashes it. After RELAY_HANDOFF_GUARD_STARTS such starts the
+ *    next one drops the sessions, keeps the clients and their GIDs, and
+ *    says so (log line, counter).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glib.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "unit-test.h"
+
+#define N_Q 3
+#define GUARD_STARTS 3 /* RELAY_HANDOFF_GUARD_STARTS */
+
+typedef struct Fixture {
+	Fabric *fabric;
+	Supervisor *sup;
+	Daemon *da, *db;
+	int q[N_Q];
+	uint8_t qgid[N_Q][IB_GID_LEN];
+	Vm *b[N_Q];
+	uint64_t tid;
+} Fixture;
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	/* A send to a GID no port has waits this long for its address. */
+	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "30000",
+				       NULL };
+	struct rdmacm_mux_msg m;
+
+	(void)data;
+	f->fabric = fabric_new_args(fabric);
+	f->sup = supervisor_new(f->fabric);
+	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
+	f->db = daemon_start(f->fabric, "simB", NULL);
+	for (int i = 0; i < N_Q; i++) {
+		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
+		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
+		g_autofree char *name = g_strdup_printf("b%d", i);
+
+		gid_parse(qg, f->qgid[i]);
+		f->q[i] = raw_connect(f->da);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
+		f->b[i] = vm_new(f->db, bg, name);
+	}
+	f->tid = 0xc000;
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	for (int i = 0; i < N_Q; i++) {
+		if (f->q[i] >= 0)
+			close(f->q[i]);
+		vm_free(f->b[i]);
+	}
+	daemon_free(f->da);
+	supervisor_free(f->sup);
+	hosts_free(f->fabric, NULL, f->db, NULL, 0);
+}
+
+static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
+		       const uint8_t mad[256])
+{
+	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
+	memcpy(m->umad.mad, mad, 256);
+}
+
+static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
+{
+	struct rdmacm_mux_msg m;
+
+	qemu_frame(&m, own, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+}
+
+/* The sum of the samples of metric @name on @d's metrics page (all its
+ * labels), or -1 without one. */
+static int64_t metric(const Daemon *d, const char *name)
+{
+	char *argv[] = { (char *)harness_env_bin("RDMACM_MUXCTL_BIN"), (char *)"--socket",
+			 d->socket, (char *)"metrics", NULL };
+	g_autofree char *out = NULL;
+	g_auto(GStrv) lines = NULL;
+	int status;
+
+	if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+			  &status, NULL) ||
+	    !g_spawn_check_wait_status(status, NULL))
+		return -1;
+	lines = g_strsplit(out, "\n", -1);
+	int64_t sum = -1;
+
+	for (char **l = lines; *l; l++) {
+		const char *value = strrchr(*l, ' ');
+
+		if (!g_str_has_prefix(*l, name) || !value ||
+		    ((*l)[strlen(name)] != ' ' && (*l)[strlen(name)] != '{'))
+			continue;
+		sum = MAX(sum, 0) + g_ascii_strtoll(value + 1, NULL, 10);
+	}
+	return sum;
+}
+
+/* Wait up to @ms until metric @name of @d is @want. */
+static bool wait_metric(const Daemon *d, const char *name, int64_t want, int ms)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
+
+	do {
+		if (metric(d, name) == want)
+			return true;
+		g_usleep(20000);
+	} while (g_get_monotonic_time() < end);
+	return false;
+}
+
+static unsigned count_in_output(const Daemon *d, const char *needle)
+{
+	g_autofree char *out = daemon_output(d);
+	unsigned n = 0;
+
+	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+static void kill_and_restart(Fixture *f)
+{
+	unsigned ready = supervisor_ready_count(f->sup);
+
+	daemon_kill(f->da);
+	daemon_restart(f->da);
+	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+}
+
+/*
+ * Each client writes a REQ to a GID no port has, as QEMU does, and waits:
+ * its send waits 30 s in a sender process. The daemon dies. The successor
+ * owes each client its answer: -EAGAIN (a QEMU logs it and its guest's CM
+ * sends again on its own timeout), at once, once, and before any MAD.
+ */
+UNIT_FIXTURE_TEST("/crash/owed-answers", NULL, fixture_setup, test_owed_answers)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m, rtu;
+	uint8_t mad[256];
+	uint32_t wire;
+	gint64 t0;
+	(void)data;
+
+	for (int i = 0; i < N_Q; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.9.%d", i + 1);
+		uint8_t nowhere[IB_GID_LEN];
+
+		gid_parse(text, nowhere);
+		mad_build_req(mad, 0x900u + (uint32_t)i, f->qgid[i], nowhere, ++f->tid);
+		qemu_frame(&m, f->qgid[i], mad);
+		m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+		g_assert_cmpint(write(f->q[i], &m, sizeof(m)), ==, (ssize_t)sizeof(m));
+	}
+	/* Every send waits in a sender: nobody has an answer. */
+	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", N_Q, 5000));
+	for (int i = 0; i < N_Q; i++)
+		g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -ETIMEDOUT);
+
+	kill_and_restart(f);
+	t0 = g_get_monotonic_time();
+	/* A peer's MAD for client 0 right away: it must come after the
+	 * answer, which QEMU reads first. */
+	mad_build_req(mad, 0x77, f->b[0]->gid, f->qgid[0], ++f->tid);
+	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], mad), ==, 0);
+	for (int i = 0; i < N_Q; i++) {
+		/* On time: long before the 30 s the stalled send takes. */
+		g_assert_cmpint(raw_recv(f->q[i], &m, 5000), ==, 0);
+		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+		g_assert_cmpint(m.hdr.err_code, ==, -EAGAIN);
+		/* The echo is the request's own. */
+		g_assert_cmpuint(mad_local(m.umad.mad), ==, 0x900u + (uint32_t)i);
+	}
+	g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_owed_answered_total"), ==, N_Q);
+	/* Then the peer's REQ, routed as ever. */
+	g_assert_cmpint(raw_recv(f->q[0], &m, 5000), ==, 0);
+	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REQ);
+	wire = mad_local(m.umad.mad);
+	/* Exactly one answer each: the next request gets the next answer. */
+	for (int i = 0; i < N_Q; i++) {
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+		g_assert_cmpint(raw_recv(f->q[i], &m, i == 0 ? 300 : 0), ==, -ETIMEDOUT);
+	}
+	/* And the client goes on: it answers the peer's REQ. */
+	mad_build(mad, CM_REP, 0x55, wire, ++f->tid);
+	qemu_send(f->q[0], f->qgid[0], mad);
+	vm_expect(f->b[0], CM_REP, &in);
+	mad_build(rtu.umad.mad, CM_RTU, 0x77, mad_local(in.mad), ++f->tid);
+	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], rtu.umad.mad), ==, 0);
+	g_assert_cmpint(raw_recv(f->q[0], &m, 5000), ==, 0);
+	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_RTU);
+	g_assert_cmpuint(count_in_output(f->da, "answered Resource temporarily unavailable now"),
+			 ==, N_Q);
+}
+
+/* Client i holds an established session with its peer. */
+static void establish(Fixture *f, int i, uint32_t comm)
+{
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t mad[256];
+
+	mad_build_req(mad, comm, f->qgid[i], f->b[i]->gid, ++f->tid);
+	qemu_send(f->q[i], f->qgid[i], mad);
+	vm_expect(f->b[i], CM_REQ, &in);
+	mad_build(mad, CM_REP, comm + 0x100, mad_local(in.mad), ++f->tid);
+	g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
+	g_assert_cmpint(raw_recv(f->q[i], &m, 5000), ==, 0);
+	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REP);
+	mad_build(mad, CM_RTU, comm, mad_local(m.umad.mad), ++f->tid);
+	qemu_send(f->q[i], f->qgid[i], mad);
+	vm_expect(f->b[i], CM_RTU, &in);
+}
+
+UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)
+{
+	struct rdmacm_mux_msg m;
+	(void)data;
+
+	for (int i = 0; i < N_Q; i++)
+		establish(f, i, 0xa00u + (uint32_t)i);
+	/* The first starts in a crash loop keep everything. */
+	for (int k = 0; k < GUARD_STARTS; k++) {
+		kill_and_restart(f);
+		g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, N_Q);
+	}
+	/* The next drops the sessions: the clients and their GIDs stay. */
+	kill_and_restart(f);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, 0);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_clients"), ==, N_Q);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_guard_trips_total"), ==, 1);
+	g_assert_cmpuint(count_in_output(f->da, "to end a crash loop"), ==, 1);
+	for (int i = 0; i < N_Q; i++) {
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
+		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	}
+	/* A new session, then a crash: a start that relayed a MAD settled, so
+	 * the next start keeps what it is given. */
+	establish(f, 0, 0xb00);
+	kill_and_restart(f);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, 1);
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_guard_trips_total"), ==, 1);
+}
+
+UNIT_TEST_MAIN()
