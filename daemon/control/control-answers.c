@@ -411,7 +411,8 @@ void control_answer_sessions(Relay *relay, const ControlConfig *cfg, GString *ou
 #define COUNTER_FIELDS(X)                                                                     \
 	X(requests) X(reg_ok) X(reg_refused) X(unreg_ok) X(unreg_refused) X(bad_frames)      \
 	X(truncated_frames) X(clients_accepted) X(clients_refused) X(clients_dropped)        \
-	X(sessions_created) X(sessions_expired) X(recv_errors)
+	X(sessions_created) X(sessions_expired) X(recv_errors) X(handoff_guard_trips)          \
+	X(handoff_items_dropped) X(handoff_owed_answered)
 
 void control_answer_counters(Relay *relay, GString *out, bool json)
 {
@@ -460,7 +461,7 @@ void control_answer_counters(Relay *relay, GString *out, bool json)
 		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_tx_reject_name((TxReject)i),
 				       k->tx_reject[i]);
 	g_string_append(out, "\nOTHER\n");
-#define X(f) g_string_append_printf(out, "%-18s %12" PRIu64 "\n", #f, k->f);
+#define X(f) g_string_append_printf(out, "%-21s %9" PRIu64 "\n", #f, k->f);
 	COUNTER_FIELDS(X)
 #undef X
 	g_string_append_printf(out, "%-18s %12u\n", "sessions_live",

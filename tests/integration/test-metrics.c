@@ -327,6 +327,9 @@ static const CounterPlace counter_places[] = {
 	{ "sessions_created", "rdmacm_mux_sessions_created_total", NULL, NULL },
 	{ "sessions_expired", "rdmacm_mux_sessions_expired_total", NULL, NULL },
 	{ "recv_errors", "rdmacm_mux_umad_recv_errors_total", NULL, NULL },
+	{ "handoff_guard_trips", "rdmacm_mux_handoff_guard_trips_total", NULL, NULL },
+	{ "handoff_items_dropped", "rdmacm_mux_handoff_items_dropped_total", NULL, NULL },
+	{ "handoff_owed_answered", "rdmacm_mux_handoff_owed_answered_total", NULL, NULL },
 };
 
 /* The per-name objects of "counters" and the family and label of each. */
