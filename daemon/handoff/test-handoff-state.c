@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "handoff-fd-store.h"
 #include "handoff-format.h"
 #include "handoff-sessions.h"
 #include "handoff-state.h"
@@ -511,6 +512,26 @@ UNIT_TEST("/handoff/session-records-of-another-size", test_session_records)
 	g_assert_cmpuint(session_table_lookup_wire_id(t, 0x1234), !=, 0);
 	g_assert_null(session_table_check(t));
 	session_table_free(t);
+	close(fd);
+}
+
+/* The store's failures come back as errors, each its own (the caller
+ * decides what a failed removal means: handoff-relay.c shuts the client's
+ * socket down). */
+UNIT_TEST("/handoff/fd-store-errors", test_fd_store_errors)
+{
+	int fd = memfd_create("x", MFD_CLOEXEC);
+
+	g_unsetenv("NOTIFY_SOCKET");
+	g_assert_false(fd_store_setup(true));
+	g_assert_cmpint(fd_store_remove("client.1"), ==, 0); /* no store: nothing to do */
+	g_assert_cmpint(fd_store_put("client.1", fd), ==, 0);
+	g_setenv("NOTIFY_SOCKET", "/nonexistent/rdmacm-mux-test.sock", TRUE);
+	g_assert_true(fd_store_setup(true));
+	g_assert_cmpint(fd_store_remove("client.1"), ==, -ENOENT);
+	g_assert_cmpint(fd_store_put("client.1", fd), ==, -ENOENT);
+	g_unsetenv("NOTIFY_SOCKET");
+	(void)fd_store_setup(false);
 	close(fd);
 }
 

@@ -11,12 +11,16 @@
  *    it relayed anything with the state it took over, looks like a state
  *    that crashes it. After RELAY_HANDOFF_GUARD_STARTS such starts the
  *    next one drops the sessions, keeps the clients and their GIDs, and
- *    says so (log line, counter).
+ *    says so (log line, counter);
+ *  - a client the daemon drops while the fd store cannot take its socket
+ *    back (the supervisor went away) still sees its connection end: the
+ *    store's copy would keep it open.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <glib.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -132,6 +136,19 @@ static bool wait_metric(const Daemon *d, const char *name, int64_t want, int ms)
 		if (metric(d, name) == want)
 			return true;
 		g_usleep(20000);
+	} while (g_get_monotonic_time() < end);
+	return false;
+}
+
+/* Wait up to @ms until the store holds @n fds named @prefix*. */
+static bool wait_for_stored(Supervisor *s, const char *prefix, unsigned n, int ms)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
+
+	do {
+		if (supervisor_stored(s, prefix) == n)
+			return true;
+		g_usleep(10000);
 	} while (g_get_monotonic_time() < end);
 	return false;
 }
@@ -272,6 +289,41 @@ UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)
 	kill_and_restart(f);
 	g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, 1);
 	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_guard_trips_total"), ==, 1);
+}
+
+UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fails)
+{
+	g_autofree char *moved = NULL;
+	struct rdmacm_mux_msg m;
+	GPtrArray *argv = g_ptr_array_new();
+	unsigned ready = supervisor_ready_count(f->sup);
+	int fd;
+	(void)data;
+
+	/* The same daemon, now closing connections that register no GID
+	 * within 500 ms (a planned restart keeps the clients). */
+	for (char **a = f->da->argv; *a; a++)
+		g_ptr_array_add(argv, *a);
+	g_ptr_array_add(argv, g_strdup("--register-timeout"));
+	g_ptr_array_add(argv, g_strdup("500"));
+	g_ptr_array_add(argv, NULL);
+	g_free(f->da->argv);
+	f->da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_restart(f->da);
+	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+
+	/* The supervisor's socket goes away: FDSTOREREMOVE fails from now on,
+	 * and the store keeps its copy of every client's socket. */
+	fd = raw_connect(f->da);
+	g_assert_true(wait_for_stored(f->sup, "client.", N_Q + 1, 5000));
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
+	/* The daemon drops the silent connection: it must see the end. */
+	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, -EPIPE);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
+	g_assert_cmpuint(count_in_output(f->da, "cannot take its socket out of the fd store"), ==, 1);
+	close(fd);
 }
 
 UNIT_TEST_MAIN()

@@ -21,11 +21,14 @@
 #                    ones only when the daemon waits for rxe0. The last boot
 #                    also hot-plugs rxe3: ib_cm takes it, a daemon for it
 #                    exits 3, and systemd must not spin.
-# --mode pkg:        no "meson install": the Debian packages (scripts/package.sh,
-#                    built here from this tree) and a copy with a higher version
-#                    go into the guest, which installs them with dpkg, runs the
-#                    templated units, upgrades under an established session and
-#                    purges (see guest/vmsd-check.sh, pkg_mode).
+# --mode pkg:        no "meson install": the Debian packages of the 0.1.0
+#                    release (built from commit 1dad4e3 once per build dir),
+#                    this tree's (scripts/package.sh) as a higher version, and
+#                    a "future" copy of those whose daemon writes a newer
+#                    hand-off format go into the guest, which installs 0.1.0
+#                    with dpkg, runs the templated units, upgrades to this
+#                    tree, to the future and back down under an established
+#                    session, and purges (see guest/vmsd-check.sh, pkg_mode).
 #
 # Cache (outside the tree): the kernel in tests/vm's cache dir
 # (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
@@ -174,7 +177,8 @@ exec {lockfd}>&-
 t_prep=$SECONDS
 
 # --- Mode pkg: the packages, and the same packages one version up -------------
-# vmsd_repack DEB DIR VERSION: DEB again, as version VERSION, into DIR. The
+# vmsd_repack DEB DIR VERSION [DAEMON]: DEB again, as version VERSION, into
+# DIR, with DAEMON as its /usr/sbin/rdmacm-mux if given. The
 # upgrade under test is dpkg's path through our maintainer scripts, which
 # are the same in both: a second dpkg-buildpackage would compile the same
 # code for another half minute. So the upgrade packages are these, with
@@ -182,7 +186,7 @@ t_prep=$SECONDS
 # and one line added to the example config, so that the postinst's
 # "an unedited /etc/rdmacm-mux.conf follows the example" has work to do.
 vmsd_repack() {
-	local deb=$1 dir=$2 new=$3 x old f=usr/share/rdmacm-mux/rdmacm-mux.conf
+	local deb=$1 dir=$2 new=$3 daemon=${4:-} x old f=usr/share/rdmacm-mux/rdmacm-mux.conf
 	x=$(mktemp -d "$work/repack.XXXXXX")
 	dpkg-deb -R "$deb" "$x"
 	old=$(sed -n 's/^Version: //p' "$x/DEBIAN/control")
@@ -194,29 +198,77 @@ vmsd_repack() {
 		grep -v "  $f\$" "$x/DEBIAN/md5sums" >>"$x/md5.new"
 		mv "$x/md5.new" "$x/DEBIAN/md5sums"
 	fi
+	[[ -z $daemon ]] || vmsd_future_daemon "$x" "$daemon"
 	dpkg-deb -Zgzip -z1 -b "$x" "$dir/" >/dev/null
 	rm -rf "$x"
 }
 
-# vmsd_packages: builds the packages from this tree (binary only, no tests:
-# scripts/test.sh builds and lints them in full) into the overlay's
-# /opt/vmsd/debs/old, and their repacked successors into .../new.
+# vmsd_release_packages DIR: the packages of the 0.1.0 release (commit
+# 1dad4e3, with its own packaging and scripts/package.sh), built once per
+# build dir into $build_dir/tests/vm-systemd/debs-0.1.0 (about a minute on
+# two cores) and copied to DIR. Its tree is extracted outside any git work
+# tree: its package.sh copies "what git tracks" when it finds one.
+REL_COMMIT=1dad4e322e7ac015247f0b356dc741ca132906d0
+vmsd_release_packages() {
+	local dir=$1 cache=$build_dir/tests/vm-systemd/debs-0.1.0 t0=$SECONDS src
+	if [[ ! -f $cache/.done ]]; then
+		git -C "$here/../.." cat-file -e "$REL_COMMIT^{commit}" 2>/dev/null ||
+			die "commit $REL_COMMIT (0.1.0) is not in this clone's history: mode pkg needs a clone with full history (git fetch --unshallow)"
+		src=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-0.1.0.XXXXXX")
+		git -C "$here/../.." archive "$REL_COMMIT" | tar -x -C "$src"
+		rm -rf "$cache"
+		mkdir -p "$cache"
+		if ! "$src/scripts/package.sh" --binary --nocheck --no-lintian "$cache" \
+			>"$work/package-0.1.0.log" 2>&1; then
+			tail -n 40 "$work/package-0.1.0.log"
+			rm -rf "$src"
+			die "0.1.0's scripts/package.sh failed (the log's end is above)"
+		fi
+		rm -rf "$src"
+		touch "$cache/.done"
+		say "the 0.1.0 packages made in $((SECONDS - t0)) s"
+	fi
+	cp "$cache"/rdmacm-mux_*.deb "$cache"/librdmacm-mux1_*.deb "$cache"/librdmacm-mux-dev_*.deb "$dir/"
+}
+
+# vmsd_future_daemon DIR BIN: an unpacked package in DIR gets BIN as its
+# /usr/sbin/rdmacm-mux, md5sums to match (a vmsd_repack hook).
+vmsd_future_daemon() {
+	local x=$1 bin=$2 f=usr/sbin/rdmacm-mux
+	install -m 0755 "$bin" "$x/$f"
+	(cd "$x" && md5sum "$f") >"$x/md5.new"
+	grep -v "  $f\$" "$x/DEBIAN/md5sums" >>"$x/md5.new"
+	mv "$x/md5.new" "$x/DEBIAN/md5sums"
+}
+
+# vmsd_packages: the packages of 0.1.0 into the overlay's
+# /opt/vmsd/debs/rel, this tree's (binary only, no tests: scripts/test.sh
+# builds and lints them in full) repacked one version up into .../new, and
+# the same again with the "future" daemon (the tree built with
+# -Dhandoff_future: its hand-off format is a minor newer; built by the
+# upgrade tests' build-daemon-version.sh, incrementally) two versions up
+# into .../future. Of this tree one dpkg-buildpackage, about 25 s.
 vmsd_packages() {
-	local t0=$SECONDS deb version p
+	local t0=$SECONDS deb version p future
+	mkdir -p "$ov/opt/vmsd/debs/rel" "$ov/opt/vmsd/debs/new" "$ov/opt/vmsd/debs/future"
+	vmsd_release_packages "$ov/opt/vmsd/debs/rel"
+	future=$("$here/../integration/build-daemon-version.sh" "$here/../.." \
+		"$build_dir/tests/integration/daemon-future" future) ||
+		die "the future daemon could not be built"
 	if ! "$here/../../scripts/package.sh" --binary --nocheck --no-lintian "$work/debs" \
 		>"$work/package.log" 2>&1; then
 		tail -n 40 "$work/package.log"
 		die "scripts/package.sh failed (the log's end is above)"
 	fi
-	mkdir -p "$ov/opt/vmsd/debs/old" "$ov/opt/vmsd/debs/new"
 	for p in rdmacm-mux librdmacm-mux1 librdmacm-mux-dev; do
 		deb=$(find "$work/debs" -name "${p}_*.deb" | head -n 1)
 		[[ -n $deb ]] || die "scripts/package.sh made no $p package"
-		cp "$deb" "$ov/opt/vmsd/debs/old/"
 		version=$(dpkg-deb -f "$deb" Version)
 		vmsd_repack "$deb" "$ov/opt/vmsd/debs/new" "$version+vmsd1"
+		vmsd_repack "$deb" "$ov/opt/vmsd/debs/future" "$version+vmsd2" \
+			"$([[ $p == rdmacm-mux ]] && echo "$future")"
 	done
-	say "packages $version and $version+vmsd1 made in $((SECONDS - t0)) s"
+	say "packages 0.1.0, $version+vmsd1 and $version+vmsd2 (future) ready in $((SECONDS - t0)) s"
 	# ib_cm is kept away by the test, not by the package: whether the
 	# package's modprobe.d file does that is not what this mode checks.
 	mkdir -p "$ov/etc/modprobe.d"

@@ -525,7 +525,7 @@ CONF=/etc/rdmacm-mux.conf
 EXAMPLE=/usr/share/rdmacm-mux/rdmacm-mux.conf
 # The upgrade's client keeps its session until SIGUSR1 after the upgrade,
 # or at most this long (the upgrade must be done by then: checked).
-HOLD_MS=150000
+HOLD_MS=400000
 
 # Every path on the root file system but the volatile ones: what the boot,
 # journald, dpkg's own bookkeeping and this script write whatever the
@@ -581,22 +581,52 @@ took_over() {
 	journalctl -b -o cat --no-pager -u "$1" _PID="$2" | grep -q 'took over [1-9][0-9]* clients'
 }
 
-pkg_mode() {
-	local rc old=() new=() qs1_pid qe_pid i t0 v_old v_new out
+# upgrade_step DIR WHAT: dpkg -i of the packages in DIR while qe holds
+# its session: both instances get a new main process running the
+# installed binary, which took the clients over, and qe is still there.
+upgrade_step() {
+	local dir=$1 what=$2 v rc i t0 old=() new=()
+	v=$(dpkg-deb -f "$dir"/rdmacm-mux_*.deb Version)
+	echo "=== $what: $v while qe holds an established session"
+	for i in 0 1; do
+		old[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
+	done
+	t0=$SECONDS
+	dpkg -i "$dir"/*.deb >/tmp/dpkg.log 2>&1
+	rc=$?
+	indent </tmp/dpkg.log
+	check "dpkg -i $v returned 0 (in $((SECONDS - t0)) s)" [ "$rc" -eq 0 ]
+	check "qe still holds its session (it closes it when told to, below)" kill -0 "$qe_pid"
+	check "rdmacm-mux is $v now" [ "$(version_of rdmacm-mux)" = "$v" ]
+	for i in 0 1; do
+		new[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
+		info "rdmacm-mux@rxe$i-1: MainPID ${old[i]} -> ${new[i]} ($(exe_of "${new[i]}"))"
+		check "rdmacm-mux@rxe$i-1 was restarted (a new MainPID) and runs the new binary" \
+			restarted_new "${old[i]}" "${new[i]}"
+		check "rdmacm-mux@rxe$i-1: the new daemon took its clients over" \
+			took_over rdmacm-mux@rxe$i-1.service "${new[i]}"
+		check "rdmacm-mux@rxe$i-1: the new daemon disconnected nobody" \
+			eval '! journalctl -b -o cat --no-pager -u rdmacm-mux@rxe$i-1.service _PID="${new[i]}" | grep -q "disconnecting"'
+	done
+}
 
-	v_old=$(dpkg-deb -f /opt/vmsd/debs/old/rdmacm-mux_*.deb Version)
+pkg_mode() {
+	local rc qs1_pid qe_pid v_rel v_new v_future out
+
+	v_rel=$(dpkg-deb -f /opt/vmsd/debs/rel/rdmacm-mux_*.deb Version)
 	v_new=$(dpkg-deb -f /opt/vmsd/debs/new/rdmacm-mux_*.deb Version)
+	v_future=$(dpkg-deb -f /opt/vmsd/debs/future/rdmacm-mux_*.deb Version)
 	snapshot >/tmp/files-before
 	info "$(wc -l </tmp/files-before) paths on the root file system before the install"
 
-	echo "=== dpkg -i: ${PKGS[*]} $v_old"
-	dpkg -i /opt/vmsd/debs/old/*.deb >/tmp/dpkg.log 2>&1
+	echo "=== dpkg -i: ${PKGS[*]} $v_rel (the release)"
+	dpkg -i /opt/vmsd/debs/rel/*.deb >/tmp/dpkg.log 2>&1
 	rc=$?
 	indent </tmp/dpkg.log
 	check "dpkg -i of the three packages returned 0" [ "$rc" -eq 0 ]
 	check "all three are installed ($(status_of "${PKGS[@]}"))" [ "$(status_of "${PKGS[@]}")" = iiiiii ]
 	check "no file is in two packages (dpkg -S of every file in the .debs)" \
-		no_shared_files /opt/vmsd/debs/old/*.deb
+		no_shared_files /opt/vmsd/debs/rel/*.deb
 	check "the postinst made $CONF from /usr/share/rdmacm-mux's example (this dpkg drops /usr/share/doc files: README.md.gz absent)" \
 		eval 'conf_is_example && [ ! -e /usr/share/doc/rdmacm-mux/README.md.gz ]'
 	check "rdmacm-mux.service is not enabled ($(systemctl is-enabled rdmacm-mux.service))" \
@@ -611,7 +641,7 @@ pkg_mode() {
 	echo "=== the templated units of the package: rdmacm-mux@rxe0-1 and rdmacm-mux@rxe1-1"
 	systemctl start rdmacm-mux@rxe0-1.service rdmacm-mux@rxe1-1.service
 	check "systemctl start of both instances returned 0" [ $? -eq 0 ]
-	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe1-1 -g $G21 -n qs1 serve -c 2 -t 150 \
+	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe1-1 -g $G21 -n qs1 serve -c 2 -t 400 \
 		>/tmp/qs1.out 2>&1 &
 	qs1_pid=$!
 	check "qs1 registered $G21 on rdmacm-mux@rxe1-1" wait_for 20 has /tmp/qs1.out "registered $G21"
@@ -621,31 +651,17 @@ pkg_mode() {
 		eval '[ $rc -eq 0 ] && has /tmp/pp.out "connection 1 established with $G21"'
 	indent </tmp/pp.out
 
-	echo "=== upgrade to $v_new while qe holds an established session"
 	$B/rdmacm-mux-qemu-client -S /run/rdmacm-mux-rxe0-1 -g $G11 -n qe connect $G21 \
 		--hold $HOLD_MS >/tmp/qe.out 2>&1 &
 	qe_pid=$!
 	check "qe's connection is established" wait_for 20 has /tmp/qe.out "connection 1 established"
-	for i in 0 1; do
-		old[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
-	done
-	t0=$SECONDS
-	dpkg -i /opt/vmsd/debs/new/*.deb >/tmp/dpkg.log 2>&1
-	rc=$?
-	indent </tmp/dpkg.log
-	check "dpkg -i $v_new returned 0 (in $((SECONDS - t0)) s)" [ "$rc" -eq 0 ]
-	check "qe still holds its session (it closes it when told to, below)" kill -0 "$qe_pid"
-	check "rdmacm-mux is $v_new now" [ "$(version_of rdmacm-mux)" = "$v_new" ]
-	for i in 0 1; do
-		new[i]=$(prop rdmacm-mux@rxe$i-1.service MainPID)
-		info "rdmacm-mux@rxe$i-1: MainPID ${old[i]} -> ${new[i]} ($(exe_of "${new[i]}"))"
-		check "rdmacm-mux@rxe$i-1 was restarted (a new MainPID) and runs the new binary" \
-			restarted_new "${old[i]}" "${new[i]}"
-		check "rdmacm-mux@rxe$i-1: the new daemon took its clients over" \
-			took_over rdmacm-mux@rxe$i-1.service "${new[i]}"
-	done
+	# The release, up to this tree, up to a newer hand-off format, and
+	# back down: at no step a client may notice.
+	upgrade_step /opt/vmsd/debs/new "upgrade from the release"
 	check "the unedited $CONF follows the example of $v_new" \
 		eval 'conf_is_example && grep -q "came with version $v_new" $CONF'
+	upgrade_step /opt/vmsd/debs/future "upgrade to a newer hand-off format ($v_future)"
+	upgrade_step /opt/vmsd/debs/new "downgrade back"
 	kill -USR1 "$qe_pid"
 	wait "$qe_pid"
 	rc=$?
@@ -654,7 +670,7 @@ pkg_mode() {
 	indent </tmp/qe.out
 	wait "$qs1_pid"
 	rc=$?
-	check "qs1 served both connections across the upgrade (exit $rc)" \
+	check "qs1 served both connections across the upgrades (exit $rc)" \
 		eval '[ $rc -eq 0 ] && [ "$(grep -c "<- REQ " /tmp/qs1.out)" -eq 2 ]'
 	indent </tmp/qs1.out
 
