@@ -8,9 +8,11 @@
  * whichever format they claim (this one, another minor, 0.1.0's raw
  * layout), and what comes out must be consistent.
  *
- * Input: three little-endian u32 (the state memfd's size, how many of the
- * input's bytes fill it, the sessions memfd's size), then the state's
- * bytes, then the sessions' bytes (the rest). Sizes are capped at 4 MiB.
+ * Input: two little-endian u32, the state memfd's size and the sessions
+ * memfd's (each capped at 4 MiB), then chunks that write into them: a u8
+ * (bit 0: which memfd), a u32 offset, a u16 length and that many bytes.
+ * A memfd is mostly zeros, so its seed is its non-zero runs: small enough
+ * for the fuzzer to change every field.
  */
 #include <glib.h>
 #include <stdint.h>
@@ -27,17 +29,34 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int memfd_of(const uint8_t *data, size_t len, uint32_t size)
+static int memfd_sized(uint32_t size)
 {
 	int fd = memfd_create("fuzz", MFD_CLOEXEC);
 
-	if (fd < 0)
-		abort();
-	size = MIN(size, MAX_SIZE);
-	len = MIN(len, (size_t)size);
-	if (ftruncate(fd, size) < 0 || (len && pwrite(fd, data, len, 0) != (ssize_t)len))
+	if (fd < 0 || ftruncate(fd, MIN(size, MAX_SIZE)) < 0)
 		abort();
 	return fd;
+}
+
+/* Write the input's chunks into @fds (sizes @sizes). */
+static void write_chunks(const uint8_t *data, size_t size, const int fds[2],
+			 const uint32_t sizes[2])
+{
+	while (size >= 7) {
+		unsigned which = data[0] & 1;
+		uint32_t off, cap = MIN(sizes[which], MAX_SIZE);
+		uint16_t len;
+
+		memcpy(&off, data + 1, 4);
+		memcpy(&len, data + 5, 2);
+		data += 7;
+		size -= 7;
+		len = (uint16_t)MIN((size_t)len, size);
+		if (off < cap && pwrite(fds[which], data, MIN((size_t)len, (size_t)(cap - off)), off) < 0)
+			abort();
+		data += len;
+		size -= len;
+	}
 }
 
 typedef struct Owners {
@@ -76,22 +95,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	HandoffState *s = NULL;
 	SessionTable *t = NULL;
 	Owners owners = { 0 };
-	uint32_t state_size, state_len, sessions_size;
+	uint32_t sizes[2];
 	unsigned drops = 0;
 	bool converted;
-	int state_fd, sessions_fd, table_fd = -1;
+	int fds[2], state_fd, sessions_fd, table_fd = -1;
 
-	if (size < 12)
+	if (size < 8)
 		return 0;
 	log_setup(LOG_EMERG, false);
-	memcpy(&state_size, data, 4);
-	memcpy(&state_len, data + 4, 4);
-	memcpy(&sessions_size, data + 8, 4);
-	data += 12;
-	size -= 12;
-	state_len = (uint32_t)MIN((size_t)state_len, size);
-	state_fd = memfd_of(data, state_len, state_size);
-	sessions_fd = memfd_of(data + state_len, size - state_len, sessions_size);
+	memcpy(sizes, data, 8);
+	fds[0] = state_fd = memfd_sized(sizes[0]);
+	fds[1] = sessions_fd = memfd_sized(sizes[1]);
+	write_chunks(data + 8, size - 8, fds, sizes);
 
 	if (handoff_state_adopt(state_fd, &shape, item_dropped, &drops, &s, &converted, NULL) == 0) {
 		SessionFileOwner fo = { "simA", 1, handoff_state_pair_id(s) };

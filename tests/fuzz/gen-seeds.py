@@ -221,15 +221,30 @@ write("client-lib", "handshake-short", b"\1" + frame(1, HELLO, payload=hello(), 
 
 
 # ---- handoff: the golden state files, whole and broken ----
-# Input: u32 state memfd size, u32 state bytes given, u32 sessions memfd
-# size, the state's bytes, the sessions' bytes (fuzz-handoff.c).
+# Input (fuzz-handoff.c): u32 state memfd size, u32 sessions memfd size,
+# then chunks: u8 which memfd, u32 offset, u16 length, the bytes. Each
+# memfd goes in as its non-zero runs.
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "handoff-golden")
 HDR, ENTRY = 256, 40
 
 
+def runs(which, data):
+    out, i, n = b"", 0, len(data)
+    while i < n:
+        if data[i] == 0:
+            i += 1
+            continue
+        j = i
+        while j < n and (data[j] != 0 or data[j:j + 8].strip(b"\0")) and j - i < 0xffff:
+            j += 1
+        out += struct.pack("<BIH", which, i, j - i) + data[i:j]
+        i = j
+    return out
+
+
 def handoff(state, sessions, state_size=None, sessions_size=None):
-    return struct.pack("<III", state_size or len(state), len(state),
-                       sessions_size or len(sessions)) + state + sessions
+    return (struct.pack("<II", state_size or len(state), sessions_size or len(sessions))
+            + runs(0, state) + runs(1, sessions))
 
 
 def golden(version):
