@@ -185,8 +185,13 @@ int session_table_adopt(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd,
 	    handoff_header_check(page, sizeof(page), (uint64_t)st.st_size, HANDOFF_KIND_SESSIONS,
 				 NULL) < 0)
 		return -EBADMSG;
+	/* In place only as this build writes it: one section, the slots, at
+	 * the directory's first entry (which growing the table updates). */
 	sec = handoff_header_find(page, HANDOFF_SECTION_SESSIONS);
-	if (!sec || sec->offset != SESSION_FILE_HEADER || sec->record_size != sizeof(Session))
+	if (((const HandoffHeader *)(const void *)page)->n_sections != 1 ||
+	    sec != (const HandoffSection *)(const void *)(page + HANDOFF_HEADER_SIZE) ||
+	    ((const HandoffHeader *)(const void *)page)->header_size != HANDOFF_HEADER_SIZE ||
+	    sec->offset != SESSION_FILE_HEADER || sec->record_size != sizeof(Session))
 		return -EBADMSG;
 	cap = sec->length / sizeof(Session);
 	if (cap < INITIAL_CAPACITY || cap > (1u << 30) || (cap & (cap - 1)) ||
