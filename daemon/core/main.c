@@ -332,8 +332,8 @@ static bool is_stored_fd_name(const char *name)
 	uint32_t id;
 
 	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
-	       strcmp(name, FD_STORE_STATE_STAGED) == 0 ||
-	       strcmp(name, FD_STORE_SESSIONS_STAGED) == 0 || fd_store_parse_client_name(name, &id);
+	       strcmp(name, FD_STORE_STATE_ALT) == 0 ||
+	       strcmp(name, FD_STORE_SESSIONS_ALT) == 0 || fd_store_parse_client_name(name, &id);
 }
 
 /* The sockets systemd passed, or our own: a failure is logged where it
@@ -382,12 +382,12 @@ static void handoff_setup(Daemon *d)
 
 		if (strcmp(key, FD_STORE_STATE) == 0)
 			slot = &fds.state;
-		else if (strcmp(key, FD_STORE_STATE_STAGED) == 0)
-			slot = &fds.state_staged;
+		else if (strcmp(key, FD_STORE_STATE_ALT) == 0)
+			slot = &fds.state_alt;
 		else if (strcmp(key, FD_STORE_SESSIONS) == 0)
 			slot = &fds.sessions;
-		else if (strcmp(key, FD_STORE_SESSIONS_STAGED) == 0)
-			slot = &fds.sessions_staged;
+		else if (strcmp(key, FD_STORE_SESSIONS_ALT) == 0)
+			slot = &fds.sessions_alt;
 		else if (fd_store_parse_client_name(key, &id))
 			g_hash_table_insert(clients, GUINT_TO_POINTER(id), value);
 		if (slot)
@@ -396,13 +396,13 @@ static void handoff_setup(Daemon *d)
 	g_hash_table_remove_all(d->stored);
 	/* Without a store, a predecessor's state still counts: it came from a
 	 * re-execution (SIGHUP). */
-	if (!fd_store_enabled() && fds.state < 0 && fds.state_staged < 0) {
+	if (!fd_store_enabled() && fds.state < 0 && fds.state_alt < 0) {
 		/* Passed, but nobody would keep them from now on. */
 		close_fd_values(clients);
 		if (fds.sessions >= 0)
 			close(fds.sessions);
-		if (fds.sessions_staged >= 0)
-			close(fds.sessions_staged);
+		if (fds.sessions_alt >= 0)
+			close(fds.sessions_alt);
 		return;
 	}
 	(void)relay_handoff_start(d->relay, &fds);

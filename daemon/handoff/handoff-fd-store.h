@@ -5,9 +5,10 @@
  * any supervisor speaking the same notify protocol). The daemon keeps its
  * client sockets and its state there, so that a restart loses nothing.
  *
- * Names: "state" and "sessions" (the hand-off memfds, handoff-format.h),
- * "state~" and "sessions~" (a converted memfd on its way in: see
- * handoff-relay.c), and "client.N" for the socket of client N.
+ * Names: "state" or "state~", and "sessions" or "sessions~" (the hand-off
+ * memfds, handoff-format.h: a memfd converted from another version's goes
+ * under the other name of its kind, see handoff-relay.c), and "client.N"
+ * for the socket of client N.
  * A listening socket the daemon bound itself is kept as "main" or
  * "control", so that it comes back as if passed by socket activation.
  */
@@ -19,10 +20,10 @@
 
 #define FD_STORE_STATE "state"
 #define FD_STORE_SESSIONS "sessions"
-/* A converted memfd, stored before the one it replaces is removed. */
-#define FD_STORE_STAGED_SUFFIX "~"
-#define FD_STORE_STATE_STAGED "state~"
-#define FD_STORE_SESSIONS_STAGED "sessions~"
+/* The other name of each: a converted memfd is stored under it before
+ * the one it replaces is removed. */
+#define FD_STORE_STATE_ALT "state~"
+#define FD_STORE_SESSIONS_ALT "sessions~"
 #define FD_STORE_CLIENT_PREFIX "client."
 
 /**

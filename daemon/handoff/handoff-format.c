@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "relay.h"
@@ -101,6 +102,23 @@ int handoff_header_check(const void *page, size_t len, uint64_t file_size, uint3
 		}
 	}
 	return 0;
+}
+
+int64_t handoff_memfd_generation(int fd, uint32_t kind)
+{
+	HandoffHeader h;
+
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return -1;
+	if (memcmp(h.magic, HANDOFF_MAGIC, sizeof(h.magic)) == 0)
+		return h.major == HANDOFF_MAJOR && h.kind == kind && h.generation < INT64_MAX
+			       ? (int64_t)h.generation
+			       : -1;
+	/* 0.1.0's: its magic, version 1. */
+	if (memcmp(h.magic, kind == HANDOFF_KIND_STATE ? "RMUXSTAT" : "RMUXSESS", 8) == 0 &&
+	    h.major == 1 && h.minor == 0)
+		return 0;
+	return -1;
 }
 
 const HandoffSection *handoff_header_find(const void *page, uint32_t type)

@@ -29,7 +29,11 @@
  *    32   32 writer: the writer's version, e.g. "rdmacm-mux 0.2.0"
  *    64   64 dev: the device, NUL-terminated
  *   128    4 port
- *   132  124 reserved (zero)
+ *   132    4 reserved (zero)
+ *   136    8 generation: how many conversions made it (0.1.0's count as
+ *              0, a fresh one is 0, a conversion is its source's + 1): of
+ *              two memfds of one kind in the store, the higher is current
+ *   144  112 reserved (zero)
  *
  * Section directory: n_sections entries (HandoffSection, 40 bytes) from
  * offset header_size, all inside the first page:
@@ -76,9 +80,12 @@
  * Reading (handoff-state.c, handoff-legacy.c): a reader uses a memfd in
  * place when its layout is exactly the reader's own (same sections, record
  * sizes, counter names and sizes); otherwise it converts what it can into
- * a fresh memfd of its own format, field by field and counter by name,
- * and swaps the fd-store entries so that a crash at any step leaves a
- * usable state (handoff-relay.c). What does not hold up is dropped item by
+ * a fresh memfd of its own format (one generation up), field by field and
+ * counter by name, stores it under the kind's other name ("state" and
+ * "state~", "sessions" and "sessions~") and only then removes the old
+ * one: a crash at any step leaves the store a usable memfd, the highest
+ * generation (handoff-relay.c). The store never holds one memfd under two
+ * names: systemd keeps one copy of a file, whatever its names. What does not hold up is dropped item by
  * item (one client, one session, one answer), each with a log line.
  *
  * Versions read: 2.x (this format; a newer minor's extra fields, records
@@ -144,7 +151,9 @@ typedef struct HandoffHeader {
 	char writer[32];
 	char dev[64];
 	uint32_t port;
-	uint8_t reserved[124];
+	uint32_t reserved0;
+	uint64_t generation;
+	uint8_t reserved[112];
 } HandoffHeader;
 
 typedef struct HandoffSection {
@@ -201,6 +210,7 @@ HANDOFF_ASSERT_FIELD(HandoffHeader, pair_id, 24, 8);
 HANDOFF_ASSERT_FIELD(HandoffHeader, writer, 32, 32);
 HANDOFF_ASSERT_FIELD(HandoffHeader, dev, 64, 64);
 HANDOFF_ASSERT_FIELD(HandoffHeader, port, 128, 4);
+HANDOFF_ASSERT_FIELD(HandoffHeader, generation, 136, 8);
 _Static_assert(sizeof(HandoffHeader) == HANDOFF_HEADER_SIZE, "HandoffHeader is 256 bytes");
 HANDOFF_ASSERT_FIELD(HandoffSection, type, 0, 4);
 HANDOFF_ASSERT_FIELD(HandoffSection, flags, 4, 4);
@@ -244,6 +254,13 @@ HandoffSection *handoff_header_init(void *page, uint32_t kind, uint32_t n, uint6
  */
 int handoff_header_check(const void *page, size_t len, uint64_t file_size, uint32_t kind,
 			 const char **why);
+
+/**
+ * handoff_memfd_generation() - the generation of the hand-off memfd @fd of
+ * @kind: its header's for this major, 0 for 0.1.0's layout.
+ * Return: it, or -1 for anything else (unreadable, not ours).
+ */
+int64_t handoff_memfd_generation(int fd, uint32_t kind);
 
 /**
  * handoff_header_find() - the first directory entry of @type, or NULL.

@@ -120,7 +120,7 @@ int handoff_legacy_state_image(const void *map, size_t len, const HandoffShape *
 	dir = handoff_header_init(img, HANDOFF_KIND_STATE, counters_ok ? 2 : 1, pair_id, h.dev,
 				  (int)h.port);
 	/* The writer said who it was only by its layout. */
-	g_strlcpy(((HandoffHeader *)(void *)img)->writer, "rdmacm-mux 0.1.0",
+	g_strlcpy(((HandoffHeader *)(void *)img)->writer, "rdmacm-mux 0.1.0 (raw layout)",
 		  sizeof(((HandoffHeader *)(void *)img)->writer));
 	/* 0.1.0's slot is this format's client record: id, flags, caps,
 	 * n_gids, reserved, GIDs from byte 24. */

@@ -150,63 +150,81 @@ static uint64_t relay_handoff_new_pair_id(void)
 	return id;
 }
 
-/* The one of a name and its staged copy to read: the staged one, stored
- * only once whole, wins. The other is closed. */
-static int relay_handoff_pick(int *plain, int *staged, bool *ret_staged)
-{
-	int fd;
-
-	*ret_staged = *staged >= 0;
-	if (*staged >= 0) {
-		if (*plain >= 0)
-			close(*plain);
-		fd = *staged;
-	} else {
-		fd = *plain;
-	}
-	*plain = *staged = -1;
-	return fd;
-}
+/* A kind of hand-off memfd in the store: its two names, and which one the
+ * memfd read came under. */
+typedef struct RelayHandoffKind {
+	const char *names[2];
+	int found;  /* the name of the memfd read, or -1 */
+	bool stale; /* the other name held a memfd too (closed) */
+} RelayHandoffKind;
 
 /*
- * The store keeps @fd under @name from now on, in place of what it kept
- * there (@had_old) or of nothing. In this order, a crash at any step
- * leaves the store with a usable memfd for @name: the staged copy (read
- * first) or the old one (untouched until then).
+ * Of a kind's two memfds (@fds[0] under its name, @fds[1] under the other;
+ * taken over, set to -1), the one to read: the higher generation, which
+ * a crash during a conversion left beside its source. The other is closed.
  */
-static void relay_handoff_store_swap(const char *name, const char *staged, int fd, bool had_old)
+static int relay_handoff_pick(int *fds[2], uint32_t kind, RelayHandoffKind *k)
 {
-	int e;
+	int64_t g[2];
 
-	if (!had_old) {
-		(void)fd_store_put(name, fd);
-		return;
+	for (int i = 0; i < 2; i++)
+		g[i] = *fds[i] >= 0 ? handoff_memfd_generation(*fds[i], kind) : INT64_MIN;
+	k->found = *fds[0] < 0 && *fds[1] < 0 ? -1 : g[1] > g[0] ? 1 : 0;
+	k->stale = *fds[0] >= 0 && *fds[1] >= 0;
+	if (k->found < 0)
+		return -1;
+	if (k->stale)
+		close(*fds[!k->found]);
+	{
+		int fd = *fds[k->found];
+
+		*fds[0] = *fds[1] = -1;
+		return fd;
 	}
-	if (!fd_store_enabled() || fd_store_put(staged, fd) < 0)
-		return;
-	e = fd_store_remove(name);
-	if (e < 0) {
-		log_warning("cannot take the old %s out of the fd store (%s): the new one stays "
-			    "stored as %s",
-			    name, strerror(-e), staged);
-		return;
-	}
-	if (fd_store_put(name, fd) < 0)
-		return; /* "staged" still has it, and is read first */
-	e = fd_store_remove(staged);
-	if (e < 0)
-		log_warning("cannot take %s out of the fd store: %s", staged, strerror(-e));
 }
 
-/* Drop the store's entries of @name and its staged copy. */
-static void relay_handoff_store_drop(const char *name, const char *staged)
+static void relay_handoff_store_remove(const char *name)
 {
 	int e = fd_store_remove(name);
 
-	if (e == 0)
-		e = fd_store_remove(staged);
 	if (e < 0)
 		log_warning("cannot take %s out of the fd store: %s", name, strerror(-e));
+}
+
+/*
+ * The store keeps @fd for kind @k from now on. The memfd read, used in
+ * place (@in_place), stays where it is. A new one (converted) goes under
+ * the name the memfd read did not come under, and only then is that one
+ * removed: whatever step a crash picks, the store holds a usable memfd,
+ * and of two the successor reads the higher generation, the new one. The
+ * store never gets one file under two names (systemd keeps one copy of a
+ * file, and would drop both with either name).
+ */
+static void relay_handoff_store_keep(const RelayHandoffKind *k, int fd, bool in_place)
+{
+	int target = k->found < 0 ? 0 : !k->found;
+
+	if (in_place) {
+		if (k->stale)
+			relay_handoff_store_remove(k->names[!k->found]);
+		return;
+	}
+	if (k->stale)
+		relay_handoff_store_remove(k->names[target]);
+	if (fd_store_put(k->names[target], fd) < 0)
+		return; /* logged; the old one stays, and is read next time */
+	if (k->found >= 0)
+		relay_handoff_store_remove(k->names[k->found]);
+}
+
+/* Kind @k has nothing usable in the store: @fd, new, takes its place. */
+static void relay_handoff_store_fresh(const RelayHandoffKind *k, int fd)
+{
+	if (k->found >= 0 || k->stale) {
+		relay_handoff_store_remove(k->names[0]);
+		relay_handoff_store_remove(k->names[1]);
+	}
+	(void)fd_store_put(k->names[0], fd);
 }
 
 typedef struct RelayHandoffDrops {
@@ -241,9 +259,9 @@ static void relay_handoff_session_dropped(void *userdata, const Session *s, cons
 	relay_handoff_dropped(&d->drops, what, why);
 }
 
-/* A fresh table in a new memfd, kept in the store. */
+/* A fresh table in a new memfd, kept in the store for kind @k. */
 static SessionTable *relay_handoff_fresh_sessions(Relay *r, const SessionFileOwner *owner,
-						  bool had_old)
+						  const RelayHandoffKind *k)
 {
 	SessionTable *t = NULL;
 	int fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
@@ -257,20 +275,21 @@ static SessionTable *relay_handoff_fresh_sessions(Relay *r, const SessionFileOwn
 		return NULL;
 	}
 	r->sessions_fd = fd;
-	relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED, fd, had_old);
+	relay_handoff_store_fresh(k, fd);
 	return t;
 }
 
 /* The sessions a predecessor left (unless @drop), or a fresh table. */
 static void relay_handoff_sessions(Relay *r, RelayHandoffFds *fds, bool drop)
 {
-	SessionFileOwner owner = { r->port->dev, r->port->port, handoff_state_pair_id(r->handoff) };
+	SessionFileOwner owner = { r->port->dev, r->port->port, handoff_state_pair_id(r->handoff),
+				   0 };
 	RelayHandoffSessionDrops d = { .relay = r };
+	RelayHandoffKind k = { { FD_STORE_SESSIONS, FD_STORE_SESSIONS_ALT }, -1, false };
+	int *both[2] = { &fds->sessions, &fds->sessions_alt };
 	SessionTable *t = NULL;
 	const char *why = "?";
-	bool staged;
-	int fd = relay_handoff_pick(&fds->sessions, &fds->sessions_staged, &staged);
-	bool had_old = fd >= 0;
+	int fd = relay_handoff_pick(both, HANDOFF_KIND_SESSIONS, &k);
 	int table_fd = -1, e;
 
 	if (fd >= 0 && !drop) {
@@ -282,16 +301,13 @@ static void relay_handoff_sessions(Relay *r, RelayHandoffFds *fds, bool drop)
 				    strerror(-e));
 		} else if (table_fd == fd) {
 			r->sessions_fd = fd;
-			if (staged)
-				relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED, fd,
-							 true);
+			relay_handoff_store_keep(&k, fd, true);
 			fd = -1;
 		} else {
 			log_info("converted the previous process's sessions into this version's "
 				 "format");
 			r->sessions_fd = table_fd;
-			relay_handoff_store_swap(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED,
-						 table_fd, true);
+			relay_handoff_store_keep(&k, table_fd, false);
 		}
 	}
 	if (fd >= 0)
@@ -304,7 +320,7 @@ static void relay_handoff_sessions(Relay *r, RelayHandoffFds *fds, bool drop)
 				   d.drops.n);
 		r->counters->handoff_items_dropped += d.drops.n;
 	} else {
-		t = relay_handoff_fresh_sessions(r, &owner, had_old);
+		t = relay_handoff_fresh_sessions(r, &owner, &k);
 		if (!t)
 			return;
 	}
@@ -500,11 +516,13 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 	HandoffShape shape = relay_handoff_shape(r);
 	RelayHandoffDrops drops = { 0 };
 	uint32_t cleared = 0, restored = 0, max_id = 0;
-	bool staged, converted = false, adopted = false, trip = false;
+	RelayHandoffKind k = { { FD_STORE_STATE, FD_STORE_STATE_ALT }, -1, false };
+	int *both[2] = { &fds->state, &fds->state_alt };
+	bool converted = false, adopted = false, trip = false;
 	const char *why = NULL;
 	GHashTableIter it;
 	gpointer key, value;
-	int state_fd = relay_handoff_pick(&fds->state, &fds->state_staged, &staged);
+	int state_fd = relay_handoff_pick(both, HANDOFF_KIND_STATE, &k);
 	int e;
 
 	if (state_fd >= 0) {
@@ -514,9 +532,7 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 			adopted = true;
 			log_info("took over the state %s left (%s)", handoff_state_writer(r->handoff),
 				 converted ? "converted into this version's format" : "in place");
-			if (converted || staged)
-				relay_handoff_store_swap(FD_STORE_STATE, FD_STORE_STATE_STAGED,
-							 handoff_state_fd(r->handoff), true);
+			relay_handoff_store_keep(&k, handoff_state_fd(r->handoff), !converted);
 		} else {
 			log_warning("cannot take over the previous process's state: %s (%s); this "
 				    "daemon reads version %u.x and 0.1.0's; starting clean",
@@ -533,20 +549,21 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 			relay_handoff_disconnect_all(fds->clients);
 			return e;
 		}
-		relay_handoff_store_swap(FD_STORE_STATE, FD_STORE_STATE_STAGED,
-					 handoff_state_fd(r->handoff), state_fd >= 0);
+		relay_handoff_store_fresh(&k, handoff_state_fd(r->handoff));
 		/* Sockets whose state is refused: starting clean means their
 		 * clients see EOF and register anew, not that they are served
 		 * as strangers. */
 		relay_handoff_disconnect_all(fds->clients);
 		/* Sessions without their clients mean nothing. */
-		if (fds->sessions >= 0 || fds->sessions_staged >= 0)
-			relay_handoff_store_drop(FD_STORE_SESSIONS, FD_STORE_SESSIONS_STAGED);
+		if (fds->sessions >= 0 || fds->sessions_alt >= 0) {
+			relay_handoff_store_remove(FD_STORE_SESSIONS);
+			relay_handoff_store_remove(FD_STORE_SESSIONS_ALT);
+		}
 		if (fds->sessions >= 0)
 			close(fds->sessions);
-		if (fds->sessions_staged >= 0)
-			close(fds->sessions_staged);
-		fds->sessions = fds->sessions_staged = -1;
+		if (fds->sessions_alt >= 0)
+			close(fds->sessions_alt);
+		fds->sessions = fds->sessions_alt = -1;
 		/* What was counted so far goes on in the state. */
 		memcpy(handoff_state_counters(r->handoff), r->counters, sizeof(RelayCounters));
 	}

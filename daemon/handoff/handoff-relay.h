@@ -15,10 +15,10 @@
 
 /* What a predecessor left in the fd store (or passed at a re-execution). */
 typedef struct RelayHandoffFds {
-	int state;	     /* "state", or -1 */
-	int state_staged;    /* "state~": a converted state on its way in, or -1 */
-	int sessions;	     /* "sessions", or -1 */
-	int sessions_staged; /* "sessions~", or -1 */
+	int state;	  /* "state", or -1 */
+	int state_alt;	  /* "state~", or -1 */
+	int sessions;	  /* "sessions", or -1 */
+	int sessions_alt; /* "sessions~", or -1 */
 	GHashTable *clients; /* client id -> socket fd, or NULL */
 } RelayHandoffFds;
 
@@ -33,13 +33,13 @@ typedef struct RelayHandoffFds {
  * relay_handoff_start() - from now on keep the relay's state where a
  * successor finds it: take over what a predecessor left, or start fresh.
  * Call once, right after relay_new(), before any client.
- * @fds: every fd in it is taken over (set to -1, the table emptied). A
- *       staged memfd ("state~") wins over the one of the same name without
- *       the "~": it was stored only once whole.
+ * @fds: every fd in it is taken over (set to -1, the table emptied). Of
+ *       a kind's two names, the memfd of the higher generation is read
+ *       (a crash left both while a converted one replaced the other).
  * A predecessor's memfd of this format and shape is used in place; one of
  * another version (0.1.0's raw layout, another minor) is converted into a
- * fresh memfd, which replaces it in the store in an order that a crash at
- * any step leaves a usable state. What does not hold up is dropped item
+ * fresh memfd, stored under the kind's other name before the old one is
+ * removed: a crash at any step leaves a usable state. What does not hold up is dropped item
  * by item with a log line: a client, a session, an owed answer.
  * Return: 0, or a negative errno when no state could be kept (logged; the
  * relay works on without the guarantee).

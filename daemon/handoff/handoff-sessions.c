@@ -14,6 +14,7 @@
 
 #include "handoff-format.h"
 #include "handoff-legacy.h"
+#include "util.h"
 
 /*
  * The session records of another version's table in @fd, mapped
@@ -99,10 +100,14 @@ int handoff_sessions_adopt(int fd, const SessionFileOwner *owner,
 	}
 	e = foreign_records(fd, owner, &map, &map_len, &records, &record_size, &n, why);
 	if (e == 0) {
+		/* One conversion more than its source. */
+		SessionFileOwner next = *owner;
+
+		next.generation = (uint64_t)MAX(handoff_memfd_generation(fd, HANDOFF_KIND_SESSIONS), 0) + 1;
 		new_fd = memfd_create("rdmacm-mux-sessions", MFD_CLOEXEC);
 		e = new_fd < 0 ? -errno
 			       : session_table_import(timeouts_ms, records, record_size, n, new_fd,
-						      owner, now, owner_of, dropped, userdata, NULL,
+						      &next, now, owner_of, dropped, userdata, NULL,
 						      ret);
 		if (e < 0) {
 			*why = "a fresh memfd could not be made";

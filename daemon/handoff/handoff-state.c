@@ -479,6 +479,9 @@ static int state_convert(const uint8_t *img, size_t len, const HandoffShape *sha
 			section_ops[k].convert(s, e, img + e->offset, dropped, userdata);
 	}
 	g_strlcpy(s->writer, h->writer, sizeof(s->writer));
+	/* One conversion more than its source: of the two in the store, the
+	 * successor reads this one. */
+	s->hdr->generation = h->generation + 1;
 	state_check_items(s, dropped, userdata);
 	*ret = g_steal_pointer(&s);
 	return 0;

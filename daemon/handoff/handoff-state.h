@@ -63,7 +63,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(HandoffState, handoff_state_free)
 
 int handoff_state_fd(const HandoffState *s);
 uint64_t handoff_state_pair_id(const HandoffState *s);
-/* What wrote it: "rdmacm-mux 0.1.0" for the raw layout. */
+/* What wrote it: "rdmacm-mux 0.1.0 (raw layout)" for 0.1.0's. */
 const char *handoff_state_writer(const HandoffState *s);
 uint32_t handoff_state_slot_count(const HandoffState *s);
 /* Slot @i (0-based), or NULL past the end. */

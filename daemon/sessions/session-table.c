@@ -270,6 +270,7 @@ int session_table_new_in(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd
 	}
 	sec = handoff_header_init(t->file, HANDOFF_KIND_SESSIONS, 1, owner->pair_id, owner->dev,
 				  owner->port);
+	((HandoffHeader *)t->file)->generation = owner->generation;
 	*sec = (HandoffSection){ .type = HANDOFF_SECTION_SESSIONS,
 				 .offset = SESSION_FILE_HEADER,
 				 .length = (uint64_t)t->capacity * sizeof(Session),

@@ -172,7 +172,8 @@ SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 typedef struct SessionFileOwner {
 	const char *dev;
 	int port;
-	uint64_t pair_id; /* the same as the state memfd's */
+	uint64_t pair_id;    /* the same as the state memfd's */
+	uint64_t generation; /* handoff-format.h: conversions that made it */
 } SessionFileOwner;
 
 /* Called for each session a take-over drops, with the reason. */

@@ -3,7 +3,8 @@
  * A stand-in for systemd as the daemon's supervisor: the notify socket,
  * the file descriptor store (FDSTORE=1, FDSTOREREMOVE=1, FDNAME=) and
  * starting the daemon again with the stored fds passed the way systemd
- * passes them (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES, fds from 3 on). A
+ * passes them (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES, fds from 3 on),
+ * and, as systemd, keeping one copy of a file whatever its names. A
  * thread of its own reads the notify socket, so that the store is current
  * whatever the test is doing.
  */
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,6 +50,21 @@ static void stored_fd_clear(gpointer p)
 	close(s->fd);
 }
 
+/* Whether the store holds @fd's file already (under any name). systemd
+ * compares with kcmp(), the same open file: an fd passed again is one. */
+static bool supervisor_holds_file(Supervisor *s, int fd)
+{
+	struct stat a, b;
+
+	if (fstat(fd, &a) < 0)
+		return false;
+	for (guint i = 0; i < s->store->len; i++)
+		if (fstat(g_array_index(s->store, StoredFd, i).fd, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			return true;
+	return false;
+}
+
 /* One datagram: its lines, and the fds it carried. */
 static void supervisor_handle(Supervisor *s, const char *text, const int *fds, unsigned n_fds)
 {
@@ -73,7 +90,11 @@ static void supervisor_handle(Supervisor *s, const char *text, const int *fds, u
 				g_array_remove_index(s->store, i);
 	}
 	for (unsigned i = 0; i < n_fds; i++) {
-		if (store) {
+		if (store && supervisor_holds_file(s, fds[i])) {
+			/* As systemd: a file it holds already is not stored
+			 * again, whatever name it comes with. */
+			close(fds[i]);
+		} else if (store) {
 			StoredFd e = { g_strdup(name), fds[i] };
 
 			(void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
