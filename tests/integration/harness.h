@@ -98,6 +98,9 @@ bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms);
 unsigned supervisor_stored(Supervisor *s, const char *prefix);
 /* The store's fd named @name (still the store's), or -1. */
 int supervisor_stored_fd(Supervisor *s, const char *name);
+/* Store a copy of @fd under @name, as FDSTORE=1 would (a file stored
+ * already is stored again: a test puts back what a crash left). */
+void supervisor_store_fd(Supervisor *s, const char *name, int fd);
 /* Close everything stored, as systemd does when the unit stops. */
 void supervisor_clear(Supervisor *s);
 /* fork and exec @argv with @envp plus the notify socket and the stored

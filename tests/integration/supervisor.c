@@ -306,3 +306,14 @@ GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
 		close(fds[i]);
 	return pid;
 }
+
+void supervisor_store_fd(Supervisor *s, const char *name, int fd)
+{
+	StoredFd e = { g_strdup(name), fcntl(fd, F_DUPFD_CLOEXEC, 3) };
+
+	g_assert_cmpint(e.fd, >=, 0);
+	pthread_mutex_lock(&s->lock);
+	g_array_append_val(s->store, e);
+	pthread_cond_broadcast(&s->changed);
+	pthread_mutex_unlock(&s->lock);
+}

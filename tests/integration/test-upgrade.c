@@ -20,6 +20,7 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -335,6 +336,65 @@ UNIT_FIXTURE_TEST("/upgrade/same-version-in-place", NULL, fixture_setup_head, te
 	round_across(f, "head", SIGTERM, 0x5000);
 	g_assert_cmpuint(count_in_output(f->da, "(in place)"), ==, 2);
 	g_assert_cmpuint(count_in_output(f->da, "converted"), ==, 0);
+}
+
+/* A new memfd with what @fd holds now. */
+static int memfd_copy(int fd)
+{
+	int copy = memfd_create("copy", MFD_CLOEXEC);
+	off_t size = lseek(fd, 0, SEEK_END);
+	g_autofree uint8_t *buf = g_malloc((size_t)size);
+
+	g_assert_cmpint(copy, >=, 0);
+	g_assert_cmpint(pread(fd, buf, (size_t)size, 0), ==, size);
+	g_assert_cmpint(pwrite(copy, buf, (size_t)size, 0), ==, size);
+	return copy;
+}
+
+/*
+ * A crash in the middle of replacing 0.1.0's memfds by converted ones:
+ * the store holds both, the old under one name and the new, one
+ * generation up, under the other. The next start reads the new one (what
+ * changed after the conversion is there) and removes the old.
+ */
+UNIT_FIXTURE_TEST("/upgrade/crash-mid-swap", NULL, fixture_setup, test_crash_mid_swap)
+{
+	uint8_t extra[IB_GID_LEN];
+	struct rdmacm_mux_msg m;
+	int old_state, old_sessions;
+	unsigned ready;
+	(void)data;
+
+	start_sessions(f, 0x6000);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	old_state = memfd_copy(supervisor_stored_fd(f->sup, "state"));
+	old_sessions = memfd_copy(supervisor_stored_fd(f->sup, "sessions"));
+	/* This tree converts them, and a client changes its state after. */
+	daemon_set_binary(f->da, daemon_binary("head"));
+	ready = supervisor_ready_count(f->sup);
+	daemon_restart(f->da);
+	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	gid_parse("::ffff:10.0.1.8", extra);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, extra);
+	g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
+	/* It dies; the old memfds are back beside the new ones. */
+	daemon_kill(f->da);
+	supervisor_store_fd(f->sup, "state", old_state);
+	supervisor_store_fd(f->sup, "sessions", old_sessions);
+	close(old_state);
+	close(old_sessions);
+	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 2);
+	ready = supervisor_ready_count(f->sup);
+	daemon_restart(f->da);
+	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	/* The new one was read: the GID registered after the conversion is
+	 * still client 0's, and the old memfds are gone from the store. */
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, extra);
+	g_assert_cmpint(raw_request(f->q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->sup, "sessions"), ==, 1);
+	check_gids_kept(f);
+	finish_sessions(f);
 }
 
 /* ---- the golden state files (tests/handoff-golden/README.md) ---- */
