@@ -38,9 +38,10 @@ static bool slot_plausible(const Session *s, const char **why)
 		*why = "flags this version does not know";
 		return false;
 	}
-	/* Stored as wire numbers, which are the enums' values. */
-	if (handoff_wire_to_enum(HANDOFF_ENUM_SESSION_STATE, s->state) < 0 ||
-	    handoff_wire_to_enum(HANDOFF_ENUM_SESSION_TIMER, s->timer) < 0) {
+	/* Stored as wire numbers, which are the enums' values (asserted in
+	 * handoff-format.c, whose tables have one entry per value): the
+	 * range is the mapping, without a table walk per session. */
+	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT) {
 		*why = "a state or timer this version does not know";
 		return false;
 	}
