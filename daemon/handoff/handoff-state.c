@@ -35,6 +35,7 @@ struct HandoffState {
 	size_t owed_size;
 	uint32_t n_owed;
 	GArray *owed_free; /* indexes of free owed records, a stack */
+	uint32_t owed_used; /* records in use: none, and nothing is scanned */
 	HandoffGuard *guard;
 	uint32_t next_free; /* where handoff_state_claim() starts looking */
 	char writer[32];
@@ -164,6 +165,7 @@ static void state_owed_free_rebuild(HandoffState *s)
 	for (uint32_t i = s->n_owed; i-- > 0;)
 		if (!owed_at(s, i)->client_id)
 			g_array_append_val(s->owed_free, i);
+	s->owed_used = s->n_owed - s->owed_free->len;
 }
 
 int handoff_state_new(const HandoffShape *shape, uint64_t pair_id, HandoffState **ret)
@@ -703,6 +705,7 @@ int handoff_state_owe(HandoffState *s, uint32_t client_id, uint64_t seq,
 	memcpy(&o->frame, req, sizeof(o->frame));
 	o->seq = seq;
 	__atomic_store_n(&o->client_id, client_id, __ATOMIC_RELEASE);
+	s->owed_used++;
 	return (int)i;
 }
 
@@ -714,11 +717,14 @@ void handoff_state_owed_clear(HandoffState *s, int i)
 		return;
 	__atomic_store_n(&owed_at(s, u)->client_id, 0, __ATOMIC_RELEASE);
 	g_array_append_val(s->owed_free, u);
+	s->owed_used--;
 }
 
 void handoff_state_owed_clear_client(HandoffState *s, uint32_t client_id)
 {
-	for (uint32_t i = 0; i < s->n_owed; i++)
+	/* Every client that goes, and every one taken over, asks: with no
+	 * answer owed (nearly always) nothing is scanned. */
+	for (uint32_t i = 0; s->owed_used && i < s->n_owed; i++)
 		if (owed_at(s, i)->client_id == client_id)
 			handoff_state_owed_clear(s, (int)i);
 }
@@ -734,7 +740,7 @@ static gint owed_seq_cmp(gconstpointer a, gconstpointer b, gpointer userdata)
 void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret)
 {
 	g_array_set_size(ret, 0);
-	for (uint32_t i = 0; i < s->n_owed; i++)
+	for (uint32_t i = 0; s->owed_used && i < s->n_owed && ret->len < s->owed_used; i++)
 		if (owed_at(s, i)->client_id == client_id)
 			g_array_append_val(ret, i);
 	g_array_sort_with_data(ret, owed_seq_cmp, s);
