@@ -61,7 +61,9 @@
  *             then (from offset ALIGN64(8n)) n names of
  *             HANDOFF_COUNTER_NAME_LEN bytes, NUL-padded. Value i is
  *             the counter named by name i.
- *   OWED      n_records slots of record_size bytes; arg0 = frame size.
+ *   OWED      n_records slots of record_size bytes; arg0 = frame size,
+ *             arg1 = the mark: records from it on were never written
+ *             (raised before a record past it is; a reader reads below it).
  *             An answer this process owes a client (HandoffOwed):
  *               0  4 client_id (0: free)    8 8 seq (order per client)
  *               4  4 reserved              16 .. the request's frame
@@ -75,7 +77,8 @@
  * usable state whatever instant a SIGKILL picks (a field before the count
  * or id that makes it count; an id cleared before its slot is reused).
  * The header and directory are written once, when the memfd is made; only
- * the SESSIONS entry's length and n_records change afterwards (growth).
+ * the SESSIONS entry's length and n_records (growth) and the OWED entry's
+ * mark change afterwards.
  *
  * Reading (handoff-state.c, handoff-legacy.c): a reader uses a memfd in
  * place when its layout is exactly the reader's own (same sections, record

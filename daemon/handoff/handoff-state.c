@@ -34,8 +34,9 @@ struct HandoffState {
 	uint8_t *owed;
 	size_t owed_size;
 	uint32_t n_owed;
-	GArray *owed_free; /* indexes of free owed records, a stack */
+	GArray *owed_free; /* indexes of free owed records below the mark, a stack */
 	uint32_t owed_used; /* records in use: none, and nothing is scanned */
+	uint32_t owed_mark; /* records past it were never used (the section's arg1) */
 	HandoffGuard *guard;
 	uint32_t next_free; /* where handoff_state_claim() starts looking */
 	char writer[32];
@@ -95,6 +96,7 @@ static void owed_shape(const HandoffShape *shape, HandoffSection *e)
 	e->record_size = (uint32_t)owed_record_size();
 	e->n_records = shape->n_owed;
 	e->arg0 = (uint32_t)sizeof(struct rdmacm_mux_msg);
+	e->arg1 = 0; /* the mark: records from it on were never used */
 	e->length = (uint64_t)e->record_size * e->n_records;
 }
 
@@ -158,14 +160,17 @@ static HandoffOwed *owed_at(HandoffState *s, uint32_t i)
 	return (HandoffOwed *)(void *)(s->owed + (size_t)i * s->owed_size);
 }
 
-/* The free owed records, from the records themselves. */
+/* The free owed records, from the records themselves: those below the
+ * mark only. The rest were never written, and reading them would fault in
+ * every page of a section sized for every client's worst case. */
 static void state_owed_free_rebuild(HandoffState *s)
 {
+	s->owed_mark = MIN(s->sec_owed->arg1, s->n_owed);
 	g_array_set_size(s->owed_free, 0);
-	for (uint32_t i = s->n_owed; i-- > 0;)
+	for (uint32_t i = s->owed_mark; i-- > 0;)
 		if (!owed_at(s, i)->client_id)
 			g_array_append_val(s->owed_free, i);
-	s->owed_used = s->n_owed - s->owed_free->len;
+	s->owed_used = s->owed_mark - s->owed_free->len;
 }
 
 int handoff_state_new(const HandoffShape *shape, uint64_t pair_id, HandoffState **ret)
@@ -283,7 +288,7 @@ static void state_check_items(HandoffState *s, HandoffDroppedFn dropped, void *u
 		drop(dropped, userdata, what, why);
 		memset(slot, 0, s->client_size);
 	}
-	for (uint32_t i = 0; i < s->n_owed; i++) {
+	for (uint32_t i = 0; i < MIN(s->sec_owed->arg1, s->n_owed); i++) {
 		HandoffOwed *o = (HandoffOwed *)(void *)(s->owed + (size_t)i * s->owed_size);
 		char what[64];
 
@@ -317,6 +322,9 @@ static bool state_layout_is_ours(const void *page, const HandoffShape *shape)
 		section_ops[i].shape(shape, &want);
 		want.offset = off;
 		off = HANDOFF_ALIGN64(off + want.length);
+		/* The owed answers' mark moves as they are written. */
+		if (want.type == HANDOFF_SECTION_OWED)
+			want.arg1 = got->arg1;
 		if (memcmp(got, &want, sizeof(want)) != 0)
 			return false;
 	}
@@ -431,7 +439,9 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 			     "their frames are not of this build's size");
 		return;
 	}
-	for (uint32_t i = 0; i < src->n_records; i++) {
+	/* Below the source's mark (a 2.0 writer's arg1): the rest was never
+	 * written. */
+	for (uint32_t i = 0; i < MIN(src->arg1, src->n_records); i++) {
 		const uint8_t *rec = bytes + (size_t)i * src->record_size;
 		HandoffOwed *to;
 		uint32_t id;
@@ -447,6 +457,7 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 		memcpy(to, rec, sizeof(*to));
 		to->reserved = 0;
 	}
+	s->sec_owed->arg1 = next;
 }
 
 static void guard_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
@@ -696,10 +707,16 @@ int handoff_state_owe(HandoffState *s, uint32_t client_id, uint64_t seq,
 	HandoffOwed *o;
 	uint32_t i;
 
-	if (s->owed_free->len == 0)
+	if (s->owed_free->len > 0) {
+		i = g_array_index(s->owed_free, uint32_t, s->owed_free->len - 1);
+		g_array_set_size(s->owed_free, s->owed_free->len - 1);
+	} else if (s->owed_mark < s->n_owed) {
+		/* The mark moves first: a successor reads every record below it. */
+		i = s->owed_mark++;
+		__atomic_store_n(&s->sec_owed->arg1, s->owed_mark, __ATOMIC_RELEASE);
+	} else {
 		return -ENOSPC;
-	i = g_array_index(s->owed_free, uint32_t, s->owed_free->len - 1);
-	g_array_set_size(s->owed_free, s->owed_free->len - 1);
+	}
 	o = owed_at(s, i);
 	/* The request and its place first, the id that makes it count last. */
 	memcpy(&o->frame, req, sizeof(o->frame));
@@ -713,7 +730,7 @@ void handoff_state_owed_clear(HandoffState *s, int i)
 {
 	uint32_t u = (uint32_t)i;
 
-	if (i < 0 || u >= s->n_owed || !owed_at(s, u)->client_id)
+	if (i < 0 || u >= s->owed_mark || !owed_at(s, u)->client_id)
 		return;
 	__atomic_store_n(&owed_at(s, u)->client_id, 0, __ATOMIC_RELEASE);
 	g_array_append_val(s->owed_free, u);
@@ -724,7 +741,7 @@ void handoff_state_owed_clear_client(HandoffState *s, uint32_t client_id)
 {
 	/* Every client that goes, and every one taken over, asks: with no
 	 * answer owed (nearly always) nothing is scanned. */
-	for (uint32_t i = 0; s->owed_used && i < s->n_owed; i++)
+	for (uint32_t i = 0; s->owed_used && i < s->owed_mark; i++)
 		if (owed_at(s, i)->client_id == client_id)
 			handoff_state_owed_clear(s, (int)i);
 }
@@ -740,7 +757,7 @@ static gint owed_seq_cmp(gconstpointer a, gconstpointer b, gpointer userdata)
 void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret)
 {
 	g_array_set_size(ret, 0);
-	for (uint32_t i = 0; s->owed_used && i < s->n_owed && ret->len < s->owed_used; i++)
+	for (uint32_t i = 0; s->owed_used && i < s->owed_mark && ret->len < s->owed_used; i++)
 		if (owed_at(s, i)->client_id == client_id)
 			g_array_append_val(ret, i);
 	g_array_sort_with_data(ret, owed_seq_cmp, s);
