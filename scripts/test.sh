@@ -83,7 +83,7 @@ if ((sanitize)); then
 	configure "$build_fuzz" CC=clang -- -Dfuzz=enabled -Db_sanitize=address,undefined \
 		-Db_lundef=false
 	ninja -C "$build_fuzz" tests/fuzz/fuzz-cm-codec tests/fuzz/fuzz-frames \
-		tests/fuzz/fuzz-relay tests/fuzz/fuzz-client-lib
+		tests/fuzz/fuzz-relay tests/fuzz/fuzz-client-lib tests/fuzz/fuzz-handoff
 	echo "== tests: fuzzers, ${FUZZ_SECONDS:-20}s each"
 	# A fixed seed: a fuzzer that finds something here finds it again
 	# when the run is repeated (scripts/fuzz.sh explores afresh).
