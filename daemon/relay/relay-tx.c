@@ -502,11 +502,17 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	job->t.buf = &job->send.buf;
 	job->t.sgid = job->req.hdr.sgid.raw;
 	job->t.client = NULL;
+	job->owed = -1;
 	err = client_reserve_response(&c->conn, &job->response);
-	if (err == 0)
+	if (err == 0) {
+		/* Unanswered from here until the sender reports (which may be
+		 * at once, inside umad_sender_queue()): a crash must not leave
+		 * the client waiting for ever. */
+		job->owed = relay_handoff_owe(r, c, job->response, req);
 		err = umad_sender_queue(r->sender, &job->send);
-	else
+	} else {
 		job->response = UINT64_MAX;
+	}
 	if (err < 0) {
 		if (err == -EAGAIN)
 			t->reject = TX_REJECT_SEND_BUSY;
@@ -515,6 +521,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 			err = relay_tx_sent(r, t, buf, req, err);
 			relay_response_frame(c, &job->req, err);
 			client_fill_response(&c->conn, job->response, &job->req);
+			relay_handoff_owed_answered(r, job->owed);
 			c->stats.requests++;
 			relay_mark_dirty(r, c);
 			g_free(job);
@@ -523,9 +530,6 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		g_free(job);
 		return relay_tx_sent(r, t, buf, req, err);
 	}
-	/* Unanswered until the sender reports: a crash must not leave the
-	 * client waiting for ever. */
-	job->owed = relay_handoff_owe(r, c, job->response, req);
 	c->slow_sends++;
 	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
