@@ -33,6 +33,7 @@
 #include "port-startup.h"
 #include "relay-handoff.h"
 #include "relay.h"
+#include "sender-pool.h"
 #include "umad-port.h"
 #include "util.h"
 
@@ -45,6 +46,10 @@
 #define LISTENER_RETRY_MS 100
 /* At a hand-off, queued frames may take this long to go out. */
 #define HANDOFF_FLUSH_MS 1000
+/* At a hand-off or a stop, the senders' writes in flight may take this
+ * long (a write that waits for an address takes up to a second; one that
+ * takes longer is answered ETIMEDOUT, and the successor starts sooner). */
+#define STOP_SENDS_WAIT_MS 800
 
 typedef struct Options {
 	char *device;
@@ -71,6 +76,7 @@ typedef struct Options {
 	int senders;
 	int max_slow_sends;
 	int unreachable_cache_ms;
+	int send_timeout_ms;
 	int handshake_timeout_ms;
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
@@ -179,6 +185,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "unreachable-cache", 0, 0, G_OPTION_ARG_INT, &o->unreachable_cache_ms,
 		  "A destination that did not answer fails at once for this long (ms, default 1000)",
 		  "MS" },
+		{ "send-timeout", 0, 0, G_OPTION_ARG_INT, &o->send_timeout_ms,
+		  "A sender's write that takes longer is stopped, its MAD answers ETIMEDOUT (ms, "
+		  "default 4000)", "MS" },
 		{ "handshake-timeout", 0, 0, G_OPTION_ARG_INT, &o->handshake_timeout_ms,
 		  "Idle time before a half-open handshake is forgotten (ms, default 120000)", "MS" },
 		{ "closing-timeout", 0, 0, G_OPTION_ARG_INT, &o->closing_timeout_ms,
@@ -220,6 +229,7 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->senders = 8;
 	o->max_slow_sends = 2;
 	o->unreachable_cache_ms = 1000;
+	o->send_timeout_ms = 4000;
 	o->handshake_timeout_ms = 120000;
 	o->closing_timeout_ms = 150000;
 	o->sidr_timeout_ms = 60000;
@@ -264,6 +274,7 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--senders", o->senders, 1, 64 },
 		{ "--max-slow-sends", o->max_slow_sends, 1, 64 },
 		{ "--unreachable-cache", o->unreachable_cache_ms, 1, 60 * 1000 },
+		{ "--send-timeout", o->send_timeout_ms, 100, 600 * 1000 },
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
@@ -445,9 +456,9 @@ static void daemon_reexec(Daemon *d)
 			  d->opt.exe ? d->opt.exe : "the daemon", strerror(errno));
 		return;
 	}
-	/* The senders end (no zombie outlives the exec), and the answers to
-	 * the MADs they were writing go out with the rest. */
-	relay_finish_sends(d->relay);
+	/* The senders end, and the answers to the MADs they were writing go
+	 * out with the rest. */
+	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 	relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 	reexec_add(&x, "main", d->listen_fd);
 	if (d->control_copy >= 0)
@@ -499,7 +510,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 	if (fd_store_enabled()) {
 		d->handing_off = true;
 		/* The answers to MADs still being written go out with the rest. */
-		relay_finish_sends(d->relay);
+		relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 		relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 		log_info("stopping: the clients, their GIDs and sessions stay in the fd store "
 			 "for the next start");
@@ -659,6 +670,8 @@ static int run(Daemon *d)
 	cfg.senders = (uint32_t)d->opt.senders;
 	cfg.max_slow_sends = (uint32_t)d->opt.max_slow_sends;
 	cfg.send_fail_ms = (uint32_t)d->opt.unreachable_cache_ms;
+	cfg.send_timeout_ms = (uint32_t)d->opt.send_timeout_ms;
+	cfg.send_workers = &sender_pool_ops;
 	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = (uint32_t)d->opt.closing_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_SIDR] = (uint32_t)d->opt.sidr_timeout_ms;
@@ -739,7 +752,7 @@ static int run(Daemon *d)
 	r = sd_event_loop(d->event);
 	(void)sd_notify(0, "STOPPING=1");
 	/* Writes still in the sender processes count in the last counters. */
-	relay_finish_sends(d->relay);
+	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);
 	if (r == -ENODEV)

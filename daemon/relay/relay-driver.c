@@ -1,23 +1,231 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the relay's test seam (relay-driver.h): an in-process driver with
- * virtual clients, injected wire MADs and a caller-set clock, and the
- * invariant checks. Linked into unit tests and fuzzers only, never into
- * the daemon.
+ * virtual clients, injected wire MADs, the caller's clock, stand-in
+ * senders, and the invariant checks. Linked into unit tests and fuzzers
+ * only, never into the daemon.
  */
 #include "relay-driver.h"
 
 #include <string.h>
 
+#include "relay-handoff.h"
 #include "relay-internal.h"
 #include "util.h"
 
+/* ---- the clock and the stand-in senders ---- */
+
+/* The driver's edges of one relay: its clock (the relay's UsecClock reads
+ * it) and its senders (the relay's workers). Freed with the relay. */
+typedef struct RelayDriverEdges {
+	uint64_t now;
+	unsigned wanted, live;
+	bool stopped;
+	bool write_at_once;
+	UmadPort *port;
+	UmadSendWorkerEvents events;
+	GPtrArray *in_flight; /* UmadSendJob *, oldest first */
+	UmadSenderStats stats;
+} RelayDriverEdges;
+
+static uint64_t relay_driver_clock_now(void *userdata)
+{
+	return ((RelayDriverEdges *)userdata)->now;
+}
+
+static RelayDriverEdges *relay_driver_edges(const Relay *r)
+{
+	return r->clock.userdata;
+}
+
+static int relay_driver_sends_start(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
+				    const UmadSendWorkerEvents *events, void *arg, void **ret)
+{
+	RelayDriverEdges *d = arg;
+
+	(void)event;
+	(void)cfg;
+	d->port = port;
+	d->events = *events;
+	*ret = d;
+	return 0;
+}
+
+static bool relay_driver_sends_idle(void *w)
+{
+	RelayDriverEdges *d = w;
+
+	return !d->stopped && d->in_flight->len < d->live;
+}
+
+static bool relay_driver_sends_available(void *w)
+{
+	RelayDriverEdges *d = w;
+
+	return !d->stopped && d->live > 0;
+}
+
+static int relay_driver_sends_submit(void *w, UmadSendJob *job)
+{
+	RelayDriverEdges *d = w;
+
+	if (!relay_driver_sends_idle(d))
+		return -EBUSY;
+	if (d->write_at_once) {
+		int result = umad_port_send(d->port, &job->buf, job->len);
+
+		d->stats.written++;
+		d->events.done(d->events.userdata, job, result);
+		return 0;
+	}
+	g_ptr_array_add(d->in_flight, job);
+	return 0;
+}
+
+/* A stop cuts every write short that the caller did not end: a stall. */
+static void relay_driver_sends_stop(void *w, uint64_t wait_usec)
+{
+	RelayDriverEdges *d = w;
+
+	(void)wait_usec;
+	if (d->stopped)
+		return;
+	d->stopped = true;
+	while (d->in_flight->len > 0) {
+		UmadSendJob *job = g_ptr_array_steal_index(d->in_flight, 0);
+
+		d->stats.timeouts++;
+		d->events.done(d->events.userdata, job, -ETIMEDOUT);
+	}
+}
+
+static void relay_driver_sends_stats(void *w, UmadSenderStats *ret)
+{
+	RelayDriverEdges *d = w;
+
+	*ret = d->stats;
+	ret->wanted = d->wanted;
+	ret->live = d->stopped ? 0 : d->live;
+	ret->starting = 0;
+}
+
+static void relay_driver_sends_free(void *w)
+{
+	RelayDriverEdges *d = w;
+
+	g_ptr_array_free(d->in_flight, TRUE);
+	g_free(d);
+}
+
+static const UmadSendWorkersOps relay_driver_sends_ops = {
+	.start = relay_driver_sends_start,
+	.idle = relay_driver_sends_idle,
+	.available = relay_driver_sends_available,
+	.submit = relay_driver_sends_submit,
+	.stop = relay_driver_sends_stop,
+	.stats = relay_driver_sends_stats,
+	.free = relay_driver_sends_free,
+};
+
+int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, unsigned senders,
+		     Relay **ret)
+{
+	RelayDriverEdges *d = g_new0(RelayDriverEdges, 1);
+	RelayConfig c = *cfg;
+	int e;
+
+	d->now = 1000000;
+	d->wanted = d->live = senders;
+	d->in_flight = g_ptr_array_new();
+	c.clock = (UsecClock){ .now = relay_driver_clock_now, .userdata = d };
+	c.send_workers = &relay_driver_sends_ops;
+	c.send_workers_arg = d;
+	e = relay_new(event, port, &c, ret);
+	/* The relay owns @d once its senders started (they free it). */
+	if (e < 0 && !d->port)
+		relay_driver_sends_free(d);
+	return e;
+}
+
 void relay_driver_set_time(Relay *r, uint64_t now)
 {
-	r->driver_now = now ? now : 1;
+	relay_driver_edges(r)->now = now ? now : 1;
 	/* A new time is a new turn of the (virtual) loop. */
 	r->gid_epoch++;
 }
+
+unsigned relay_driver_sends_in_flight(Relay *r)
+{
+	return relay_driver_edges(r)->in_flight->len;
+}
+
+const UmadBuffer *relay_driver_send_peek(Relay *r, unsigned i, size_t *mad_len)
+{
+	RelayDriverEdges *d = relay_driver_edges(r);
+	UmadSendJob *job;
+
+	if (i >= d->in_flight->len)
+		return NULL;
+	job = g_ptr_array_index(d->in_flight, i);
+	if (mad_len)
+		*mad_len = job->len;
+	return &job->buf;
+}
+
+int relay_driver_send_end(Relay *r, unsigned i, RelayDriverSendEnd how, int err)
+{
+	RelayDriverEdges *d = relay_driver_edges(r);
+	UmadSendJob *job;
+	int result;
+
+	if (i >= d->in_flight->len)
+		return -ENOENT;
+	job = g_ptr_array_steal_index(d->in_flight, i);
+	switch (how) {
+	case RELAY_DRIVER_SEND_WRITE:
+		result = umad_port_send(d->port, &job->buf, job->len);
+		d->stats.written++;
+		break;
+	case RELAY_DRIVER_SEND_FAIL:
+		result = err < 0 ? err : -EIO;
+		d->stats.written++;
+		break;
+	case RELAY_DRIVER_SEND_LOSE:
+		result = -EIO;
+		d->stats.lost++;
+		break;
+	default:
+		result = -ETIMEDOUT;
+		d->stats.timeouts++;
+		break;
+	}
+	d->events.done(d->events.userdata, job, result);
+	relay_flush_dirty(r);
+	return 0;
+}
+
+void relay_driver_set_senders(Relay *r, unsigned live)
+{
+	RelayDriverEdges *d = relay_driver_edges(r);
+
+	d->live = live;
+	d->events.changed(d->events.userdata);
+	relay_flush_dirty(r);
+}
+
+void relay_driver_set_send_at_once(Relay *r, bool at_once)
+{
+	relay_driver_edges(r)->write_at_once = at_once;
+}
+
+void relay_driver_handoff(Relay *r)
+{
+	relay_stop_sends(r, 0);
+	relay_handoff_prepare(r, 0);
+	relay_flush_dirty(r);
+}
+
+/* ---- clients ---- */
 
 void relay_driver_seed_wire_ids(Relay *r, uint32_t seed)
 {
@@ -43,6 +251,13 @@ bool relay_driver_client_paused(Relay *r, uint32_t client_id)
 	return c && c->reading_paused;
 }
 
+unsigned relay_driver_client_unread(Relay *r, uint32_t client_id)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+
+	return c ? (unsigned)((c->conn.in_len - c->conn.in_off) / sizeof(struct rdmacm_mux_msg)) : 0;
+}
+
 void relay_driver_remove_client(Relay *r, uint32_t client_id)
 {
 	RelayClient *c = relay_client_lookup(r, client_id);
@@ -51,14 +266,49 @@ void relay_driver_remove_client(Relay *r, uint32_t client_id)
 		relay_drop_client(r, c, "removed by the driver");
 }
 
+/*
+ * Put @m behind the frames @c sent and the relay did not read, as a
+ * socket holds them: in the client's input buffer, which is all the input
+ * a client without a socket has (input_drained: the relay never asks the
+ * missing socket for more).
+ */
+static int relay_driver_push_input(Client *c, const struct rdmacm_mux_msg *m)
+{
+	const size_t frame = sizeof(*m);
+	size_t unread = c->in_len - c->in_off;
+
+	if (unread / frame >= CLIENT_INPUT_FRAMES)
+		return -EAGAIN;
+	if (c->in_off > 0) {
+		memmove(c->in, (uint8_t *)c->in + c->in_off, unread);
+		c->in_len = unread;
+		c->in_off = 0;
+	}
+	if (c->in_len + frame > (size_t)c->in_cap * frame) {
+		uint32_t cap = c->in_cap ? MIN(c->in_cap * 2, (uint32_t)CLIENT_INPUT_FRAMES)
+					 : CLIENT_INPUT_FRAMES_FIRST;
+
+		c->in = g_realloc(c->in, (size_t)cap * frame);
+		c->in_cap = cap;
+	}
+	memcpy((uint8_t *)c->in + c->in_len, m, frame);
+	c->in_len += frame;
+	c->input_drained = true;
+	return 0;
+}
+
 int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_msg *m)
 {
 	RelayClient *c = relay_client_lookup(r, client_id);
-	struct rdmacm_mux_msg copy = *m;
+	int e;
 
 	if (!c)
 		return -ENOENT;
-	(void)relay_handle_request(r, c, &copy, 0);
+	e = relay_driver_push_input(&c->conn, m);
+	if (e < 0)
+		return e;
+	if (!c->reading_paused)
+		relay_serve_client(r, c);
 	relay_flush_dirty(r);
 	return 0;
 }
@@ -85,6 +335,11 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 	n = client_drain(&c->conn, fn, userdata);
 	if (c->reading_paused && relay_client_may_read(r, c))
 		c->reading_paused = false;
+	/* What waited is read now, as the loop would once the client reads. */
+	if (!c->reading_paused && relay_driver_client_unread(r, client_id) > 0) {
+		relay_serve_client(r, c);
+		relay_flush_dirty(r);
+	}
 	return n;
 }
 

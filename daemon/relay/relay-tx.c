@@ -405,7 +405,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint)
 {
 	UmadBuffer buf;
-	UmadSendDest *dest;
+	SendDest *dest;
 	RelayTxContext t = { .client = c, .buf = &buf, .hint = hint };
 	const uint8_t *addr_gid = req->umad.hdr.addr.gid;
 	uint64_t now = relay_now(r);
@@ -451,14 +451,12 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 		err = relay_tx_address(r, &t, cg);
 	if (err < 0)
 		goto refused;
-	if (!r->sender)
-		return relay_tx_sent(r, &t, &buf, req, umad_port_send(r->port, &buf, t.len));
 	switch ((err = umad_sender_route(r->sender, &buf, now, &dest))) {
-	case UMAD_SEND_NOW:
+	case SEND_ROUTE_NOW:
 		err = umad_port_send(r->port, &buf, t.len);
 		umad_sender_note(r->sender, dest, err, now);
 		return relay_tx_sent(r, &t, &buf, req, err);
-	case UMAD_SEND_QUEUE:
+	case SEND_ROUTE_QUEUE:
 		return relay_tx_defer(r, &t, &buf, req);
 	default: /* it failed a moment ago: fail again at once */
 		return relay_tx_sent(r, &t, &buf, req, err);
@@ -502,10 +500,16 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	job->t.sgid = job->req.hdr.sgid.raw;
 	job->t.client = NULL;
 	err = client_reserve_response(&c->conn, &job->response);
-	if (err == 0)
+	if (err == 0) {
+		/* Counted first: the answer may come before the queueing
+		 * returns (a worker that cannot take it). */
+		c->slow_sends++;
 		err = umad_sender_queue(r->sender, &job->send);
-	else
+		if (err < 0)
+			c->slow_sends--;
+	} else {
 		job->response = UINT64_MAX;
+	}
 	if (err < 0) {
 		if (err == -EAGAIN)
 			t->reject = TX_REJECT_SEND_BUSY;
@@ -522,7 +526,6 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		g_free(job);
 		return relay_tx_sent(r, t, buf, req, err);
 	}
-	c->slow_sends++;
 	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
 	return RELAY_TX_PENDING;

@@ -540,6 +540,13 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 }
 
 /* Serve one ready client: write what waits, then read and answer a batch. */
+static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents);
+
+void relay_serve_client(Relay *r, RelayClient *c)
+{
+	relay_client_io(r, c, EPOLLIN);
+}
+
 static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 {
 	/* In the client's input buffer: valid until its next read, which
@@ -653,6 +660,7 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	r->event = sd_event_ref(event);
 	r->port = port;
 	r->cfg = *cfg;
+	r->clock = cfg->clock.now ? cfg->clock : usec_clock_of_event(event);
 	if (r->cfg.max_pending == 0)
 		r->cfg.max_pending = 64;
 	if (r->cfg.max_bad_frames == 0)
@@ -694,19 +702,25 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return e;
 	}
-	/* The fake port of tests and fuzzers sends inline and never blocks. */
-	if (!port->fake_send && r->cfg.senders > 0) {
+	{
 		UmadSenderConfig scfg = {
-			.senders = r->cfg.senders,
+			.senders = MAX(r->cfg.senders, 1u),
 			.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
 			.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
+			.deadline_usec = (uint64_t)r->cfg.send_timeout_ms * 1000,
 			.max_queued = 4096,
+			.clock = r->clock,
+			.workers = r->cfg.send_workers,
+			.workers_arg = r->cfg.send_workers_arg,
 		};
 
-		/* Without sender processes (logged), sends are written inline,
-		 * as before: slower to fail, but nothing is lost. */
-		if (umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender) < 0)
-			r->sender = NULL;
+		/* A relay whose sends could block the loop is no relay: the
+		 * workers start or it does not. They may still be starting. */
+		e = umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender);
+		if (e < 0) {
+			relay_free(r);
+			return e;
+		}
 	}
 	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, relay_rx_on_umad_io, r);
 	if (e >= 0)
@@ -741,7 +755,10 @@ void relay_free(Relay *r)
 		return;
 	/* First: its senders end, and what they had is reported while the
 	 * clients are still there. */
-	relay_finish_sends(r);
+	if (r->sender)
+		relay_stop_sends(r, 0);
+	umad_sender_free(r->sender);
+	r->sender = NULL;
 	sd_event_source_disable_unref(r->umad_io);
 	sd_event_source_disable_unref(r->clients_io);
 	sd_event_source_disable_unref(r->timer);
@@ -779,12 +796,9 @@ void relay_free(Relay *r)
 	g_free(r);
 }
 
-void relay_finish_sends(Relay *r)
+void relay_stop_sends(Relay *r, unsigned wait_ms)
 {
-	UmadSender *s = r->sender;
-
-	r->sender = NULL;
-	umad_sender_free(s);
+	umad_sender_stop(r->sender, (uint64_t)wait_ms * 1000);
 }
 
 void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),
@@ -855,12 +869,20 @@ size_t relay_session_memory(const Relay *r)
 
 uint32_t relay_sender_queued(const Relay *r)
 {
-	return r->sender ? umad_sender_pending(r->sender) : 0;
+	return umad_sender_pending(r->sender);
 }
 
 uint64_t relay_sender_written(const Relay *r)
 {
-	return r->sender ? umad_sender_written(r->sender) : 0;
+	UmadSenderStats st;
+
+	umad_sender_stats(r->sender, &st);
+	return st.written;
+}
+
+void relay_sender_stats(const Relay *r, UmadSenderStats *ret)
+{
+	umad_sender_stats(r->sender, ret);
 }
 
 const RelayCounters *relay_counters(const Relay *r)

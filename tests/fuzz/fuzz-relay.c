@@ -858,7 +858,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f->p = data;
 	f->n = size;
 	f->now = 1000000;
-	f->relay = fuzz_relay_new(&cfg, on_send, f);
+	f->relay = fuzz_relay_new(&cfg, 2, on_send, f);
+	relay_driver_set_send_at_once(f->relay, true);
 	/* FUZZ_NO_SINK=1 fuzzes past a known event-sink bug until it is fixed. */
 	if (!getenv("FUZZ_NO_SINK"))
 		relay_add_event_sink(f->relay, on_event, f);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "umad-port-fake.h"
 
 const uint8_t fuzz_port_gid[FUZZ_PORT_GIDS][16] = {
 	{ 0xfe, 0x80, [15] = 0x01 },			      /* fe80::1 */
@@ -92,7 +93,7 @@ void fuzz_env_init(void)
 	atexit(env_cleanup);
 }
 
-Relay *fuzz_relay_new(const RelayConfig *cfg,
+Relay *fuzz_relay_new(const RelayConfig *cfg, unsigned senders,
 		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
 		      void *userdata)
 {
@@ -104,9 +105,9 @@ Relay *fuzz_relay_new(const RelayConfig *cfg,
 	e = umad_port_new_fake("fuzz0", 1, true, send, userdata, &port);
 	if (e < 0)
 		fuzz_fail("umad_port_new_fake: %s", g_strerror(-e));
-	e = relay_new(event, port, cfg, &r);
+	e = relay_driver_new(event, port, cfg, senders, &r);
 	if (e < 0)
-		fuzz_fail("relay_new: %s", g_strerror(-e));
+		fuzz_fail("relay_driver_new: %s", g_strerror(-e));
 	relay_driver_set_time(r, 1000000);
 	/* The same input must give the same wire ids, or a crash that
 	 * depends on one would not reproduce. */

@@ -22,8 +22,9 @@ extern const uint8_t fuzz_port_gid[FUZZ_PORT_GIDS][16];
 void fuzz_env_init(void);
 
 /* A relay on a fresh fake port ("fuzz0" port 1, RoCE) whose sends go to
- * @send. Aborts on failure: the harness, not the input, is broken then. */
-Relay *fuzz_relay_new(const RelayConfig *cfg,
+ * @send, with @senders stand-in senders (relay-driver.h). Aborts on
+ * failure: the harness, not the input, is broken then. */
+Relay *fuzz_relay_new(const RelayConfig *cfg, unsigned senders,
 		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
 		      void *userdata);
 void fuzz_relay_free(Relay *r);
