@@ -13,6 +13,16 @@
 #include "relay-internal.h"
 #include "util.h"
 
+/* What the loop would do next: serve the clients that may read again
+ * (the resume source), until none is left (each round reads frames, so
+ * this ends). */
+static void relay_driver_settle(Relay *r)
+{
+	relay_flush_dirty(r);
+	while (r->resumed->len > 0)
+		relay_serve_resumed(r);
+}
+
 /* ---- the clock and the stand-in senders ---- */
 
 /* The driver's edges of one relay: its clock (the relay's UsecClock reads
@@ -200,7 +210,7 @@ int relay_driver_send_end(Relay *r, unsigned i, RelayDriverSendEnd how, int err)
 		break;
 	}
 	d->events.done(d->events.userdata, job, result);
-	relay_flush_dirty(r);
+	relay_driver_settle(r);
 	return 0;
 }
 
@@ -210,7 +220,7 @@ void relay_driver_set_senders(Relay *r, unsigned live)
 
 	d->live = live;
 	d->events.changed(d->events.userdata);
-	relay_flush_dirty(r);
+	relay_driver_settle(r);
 }
 
 void relay_driver_set_send_at_once(Relay *r, bool at_once)
@@ -223,6 +233,8 @@ void relay_driver_handoff(Relay *r)
 	relay_stop_sends(r, 0);
 	relay_handoff_prepare(r, 0);
 	relay_flush_dirty(r);
+	/* The loop ends here in the daemon: nothing is read any more. */
+	g_array_set_size(r->resumed, 0);
 }
 
 /* ---- clients ---- */
@@ -309,7 +321,7 @@ int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_m
 		return e;
 	if (!c->reading_paused)
 		relay_serve_client(r, c);
-	relay_flush_dirty(r);
+	relay_driver_settle(r);
 	return 0;
 }
 
@@ -320,7 +332,7 @@ void relay_driver_wire_mad(Relay *r, const UmadBuffer *buf, size_t mad_len)
 	if (mad_len > RDMACM_MUX_MAD_SIZE)
 		mad_len = RDMACM_MUX_MAD_SIZE;
 	relay_rx_deliver(r, &copy, mad_len);
-	relay_flush_dirty(r);
+	relay_driver_settle(r);
 }
 
 unsigned relay_driver_drain(Relay *r, uint32_t client_id,
@@ -333,13 +345,9 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 	if (!c)
 		return 0;
 	n = client_drain(&c->conn, fn, userdata);
-	if (c->reading_paused && relay_client_may_read(r, c))
-		c->reading_paused = false;
-	/* What waited is read now, as the loop would once the client reads. */
-	if (!c->reading_paused && relay_driver_client_unread(r, client_id) > 0) {
-		relay_serve_client(r, c);
-		relay_flush_dirty(r);
-	}
+	/* The client read: what waited is read now, as the loop would. */
+	relay_mark_dirty(r, c);
+	relay_driver_settle(r);
 	return n;
 }
 

@@ -194,6 +194,9 @@ void relay_drop_client(Relay *r, RelayClient *c, const char *why);
 RelayClientGid *relay_client_find_gid(RelayClient *c, const uint8_t gid[GID_LEN]);
 /* Read and answer a batch of the frames @c sent (its socket was ready). */
 void relay_serve_client(Relay *r, RelayClient *c);
+/* Serve the clients that may read again with whole frames buffered (the
+ * resume source's work; Relay.resumed). */
+void relay_serve_resumed(Relay *r);
 /* Remember that @c has frames to write at the end of the batch. */
 void relay_mark_dirty(Relay *r, RelayClient *c);
 /* Write what every marked client has queued. */

@@ -538,11 +538,16 @@ void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
 	RelayClient *c = relay_client_lookup(r, job->client_id);
 	int err;
 
+	/* Never handed to a sender (none was left, or they stopped): the
+	 * senders were busy, the send did not fail. */
+	if (job->send.result == -EAGAIN)
+		job->t.reject = TX_REJECT_SEND_BUSY;
 	/* A client that left took its sessions and its responses along; the
 	 * MAD went out (or not) all the same, and is counted. */
 	if (!c) {
 		if (job->send.result < 0)
-			r->counters->tx_reject[TX_REJECT_SEND_FAILED]++;
+			r->counters->tx_reject[job->send.result == -EAGAIN ? TX_REJECT_SEND_BUSY
+									 : TX_REJECT_SEND_FAILED]++;
 		else
 			r->counters->tx[cm_attr_to_index(job->t.attr)]++;
 	} else {

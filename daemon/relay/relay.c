@@ -134,11 +134,9 @@ static void relay_update_events(Relay *r, RelayClient *c)
 /* Write what is queued; returns false when the client had to go. */
 static bool relay_flush_client(Relay *r, RelayClient *c)
 {
-	int e;
+	/* A client without a socket: its output waits to be taken. */
+	int e = c->conn.fd >= 0 ? client_flush(&c->conn) : 0;
 
-	if (c->conn.fd < 0) /* a relay-driver client: its output waits to be drained */
-		return true;
-	e = client_flush(&c->conn);
 	if (e < 0 && e != -EAGAIN) {
 		r->counters->clients_dropped++;
 		relay_drop_client(r, c, e == -EPIPE || e == -ECONNRESET ? "disconnected" : "write error");
@@ -598,10 +596,15 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 /* Serve the clients that may read again and have frames buffered. */
 static int relay_on_resume(sd_event_source *s, void *userdata)
 {
-	Relay *r = userdata;
+	(void)s;
+	relay_serve_resumed(userdata);
+	return 0;
+}
+
+void relay_serve_resumed(Relay *r)
+{
 	g_autoptr(GArray) ids = r->resumed;
 
-	(void)s;
 	r->resumed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 	r->dispatch_now = relay_now(r);
 	relay_next_gid_epoch(r);
@@ -615,7 +618,6 @@ static int relay_on_resume(sd_event_source *s, void *userdata)
 	}
 	relay_schedule_timer(r);
 	r->dispatch_now = 0;
-	return 0;
 }
 
 static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
