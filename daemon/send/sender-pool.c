@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -64,7 +65,7 @@ struct SenderPool {
 	Sender *senders; /* @wanted slots */
 	GArray *dying;	 /* pid_t: killed, not reaped yet */
 	sd_event_source *timer;
-	unsigned failures;   /* starts that failed in a row */
+	unsigned failures;   /* rounds of starts that failed in a row */
 	uint64_t respawn_at; /* empty slots start again from then */
 	bool stopping;
 	UmadSenderStats stats;
@@ -273,20 +274,27 @@ static void sender_pool_fill(SenderPool *p)
 	}
 }
 
-/* @s could not start: logged once for a run of failures, and the empty
- * slots wait a pause that grows with each failure in a row. */
+/*
+ * @s could not start: logged once for a run of failures, and the empty
+ * slots wait a pause that doubles with each round of tries that failed
+ * (the senders of one round start, and fail, together).
+ */
 static void sender_pool_start_failed(SenderPool *p, Sender *s, const char *why)
 {
-	unsigned shift = MIN(p->failures, 16u);
+	uint64_t now = sender_pool_now(p);
 
 	p->stats.start_failures++;
 	sender_pool_release(p, s);
-	if (p->failures++ == 0)
+	if (p->failures == 0)
 		log_error("a sender process cannot start on %s port %d: %s; trying again, less and "
 			  "less often ('rdmacm-muxctl status' shows the senders live)",
 			  p->port->dev, p->port->port, why);
-	p->respawn_at = sender_pool_now(p) +
-			MIN(SENDER_BACKOFF_MIN_USEC << shift, SENDER_BACKOFF_MAX_USEC);
+	if (now >= p->respawn_at) {
+		unsigned shift = MIN(p->failures, 16u);
+
+		p->failures++;
+		p->respawn_at = now + MIN(SENDER_BACKOFF_MIN_USEC << shift, SENDER_BACKOFF_MAX_USEC);
+	}
 	sender_pool_arm(p);
 	/* With none left, what waits for one must not wait for ever. */
 	p->events.changed(p->events.userdata);
