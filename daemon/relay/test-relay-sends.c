@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cm-mad.h"
+#include "protocol-err-codes.h"
 #include "relay-driver.h"
 #include "umad-port-fake.h"
 #include "unit-test.h"
@@ -395,6 +396,53 @@ UNIT_FIXTURE_TEST("/relay-sends/handoff-answers-everything", NULL, fixture_setup
 	req(f, 4, d2);
 	g_assert_cmpuint(drain(f), ==, 1);
 	expect_answer(&f->got[0], 4, -EAGAIN);
+}
+
+/* The answer PROTOCOL.md's err_code table gives a base-protocol client
+ * for -@errnum. */
+static int32_t protocol_answer(int errnum)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(protocol_err_codes); i++)
+		if (protocol_err_codes[i].errnum == errnum)
+			return protocol_err_codes[i].code;
+	return -errnum;
+}
+
+/*
+ * Whatever errno a write ends with, the client gets the err_code that
+ * PROTOCOL.md's table says: a positive code for the errnos it lists, the
+ * negative errno for any other; and with CAP_ERRNO the negative errno
+ * always.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/answers-as-protocol-md-says", NULL, fixture_setup,
+		  test_answers_as_protocol_md_says)
+{
+	struct rdmacm_mux_msg hello = { .hdr.op_code = RDMACM_MUX_OP_CODE_HELLO, .umad_len = 32 };
+	struct rdmacm_mux_hello h = { .magic = RDMACM_MUX_HELLO_MAGIC, .version_major = 1,
+				      .capabilities = RDMACM_MUX_CAP_ERRNO };
+	unsigned k = 0;
+	(void)data;
+
+	for (int dialect = 0; dialect < 2; dialect++) {
+		if (dialect == 1) {
+			memcpy(hello.umad.mad, &h, sizeof(h));
+			send_frame(f, &hello);
+			g_assert_cmpuint(drain(f), ==, 1);
+			g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
+		}
+		for (int errnum = 1; errnum < 134; errnum++, k++) {
+			uint8_t dest[16];
+
+			memcpy(dest, f->peer, 16);
+			dest[13] = (uint8_t)(k >> 8);
+			dest[14] = (uint8_t)k;
+			req(f, 0x1000 + k, dest);
+			g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_FAIL, -errnum),
+					==, 0);
+			g_assert_cmpuint(drain(f), ==, 1);
+			expect_answer(&f->got[0], 0x1000 + k, dialect ? -errnum : protocol_answer(errnum));
+		}
+	}
 }
 
 UNIT_TEST_MAIN()
