@@ -47,9 +47,10 @@
 /* At a hand-off, queued frames may take this long to go out. */
 #define HANDOFF_FLUSH_MS 1000
 /* At a hand-off or a stop, the senders' writes in flight may take this
- * long (a write that waits for an address takes up to a second; one that
- * takes longer is answered ETIMEDOUT, and the successor starts sooner). */
-#define STOP_SENDS_WAIT_MS 800
+ * long; one still unfinished is answered ETIMEDOUT (a write that waits
+ * for an address takes up to a second, most far less), and the successor
+ * starts within a second of SIGTERM whatever the kernel does. */
+#define STOP_SENDS_WAIT_MS 600
 
 typedef struct Options {
 	char *device;
@@ -106,7 +107,9 @@ typedef struct Daemon {
 	sd_event *event;
 	Listener *listener;
 	GHashTable *stored; /* fds a predecessor left in the fd store: name -> fd */
+	int activated;	    /* listening sockets systemd passed */
 	bool handing_off;   /* SIGTERM with the fd store: the successor takes over */
+	char umad_name[FD_STORE_NAME_MAX]; /* the umad fd's in the store, or "" */
 	sd_event_source *status_timer;
 	Relay *relay;
 	GArray *allow_uids;
@@ -340,10 +343,91 @@ static void close_fd_values(GHashTable *t)
 
 static bool is_stored_fd_name(const char *name)
 {
+	const char *dev;
 	uint32_t id;
+	int port, agent;
 
 	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
-	       fd_store_parse_client_name(name, &id);
+	       fd_store_parse_client_name(name, &id) ||
+	       fd_store_parse_umad_name(name, &port, &agent, &dev);
+}
+
+/* What systemd (or this process before a re-execution) passed: the
+ * listening sockets, and the stored fds, put aside in d->stored. A
+ * failure is logged where it happens. */
+static int passed_fds_take(Daemon *d)
+{
+	int n = listener_take_activated(is_stored_fd_name, d->stored, &d->listen_fd,
+					&d->control_fd);
+
+	if (n < 0)
+		return n;
+	d->activated = n;
+	return 0;
+}
+
+/*
+ * The port: the previous process's umad fd when the store kept it (its CM
+ * agent never went away, and the MADs that came since wait on it), or a
+ * new registration, whose fd goes to the store. Failures are logged by
+ * umad_port_open(), or here.
+ */
+static int port_setup(Daemon *d, UmadPort **ret)
+{
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	GHashTableIter it;
+	gpointer key, value;
+	UmadPort *port = NULL;
+	int r;
+
+	g_hash_table_iter_init(&it, d->stored);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		const char *dev;
+		int portnum, agent;
+
+		if (fd_store_parse_umad_name(key, &portnum, &agent, &dev))
+			g_ptr_array_add(names, g_strdup(key));
+	}
+	for (guint i = 0; i < names->len; i++) {
+		const char *name = names->pdata[i], *dev;
+		int fd = GPOINTER_TO_INT(g_hash_table_lookup(d->stored, name)), portnum, agent;
+
+		g_hash_table_remove(d->stored, name);
+		(void)fd_store_parse_umad_name(name, &portnum, &agent, &dev);
+		if (port || strcmp(dev, d->opt.device) != 0 || portnum != d->opt.port) {
+			log_notice("dropping the umad fd %s that the store kept: this daemon serves "
+				   "%s port %d",
+				   name, d->opt.device, d->opt.port);
+			close(fd);
+			fd_store_remove(name);
+			continue;
+		}
+		r = umad_port_adopt(dev, portnum, fd, agent, &port);
+		if (r < 0) {
+			log_warning("the umad fd %s that the store kept does not hold up (%s): "
+				    "registering the CM agent anew",
+				    name, strerror(-r));
+			fd_store_remove(name);
+			port = NULL;
+			continue;
+		}
+		g_strlcpy(d->umad_name, name, sizeof(d->umad_name));
+		log_info("took over the CM agent %d on %s port %d from the previous process: the "
+			 "class was never free, and the MADs that came meanwhile are read now",
+			 agent, dev, portnum);
+	}
+	if (port) {
+		*ret = port;
+		return 0;
+	}
+	r = umad_port_open(d->opt.device, d->opt.port, &port);
+	if (r < 0)
+		return r;
+	if (fd_store_umad_name(port->dev, port->port, port->agent_id, d->umad_name) &&
+	    fd_store_put(d->umad_name, port->fd) < 0)
+		d->umad_name[0] = '\0';
+	*ret = port;
+	return 0;
 }
 
 /* The sockets systemd passed, or our own: a failure is logged where it
@@ -351,13 +435,9 @@ static bool is_stored_fd_name(const char *name)
 static int listener_setup(Daemon *d)
 {
 	ListenerPerms perms;
-	int n = listener_take_activated(is_stored_fd_name, d->stored, &d->listen_fd,
-					&d->control_fd),
-	    r;
+	int r;
 
-	if (n < 0)
-		return n;
-	if (n > 0)
+	if (d->activated > 0)
 		log_info("serving the socket passed by systemd");
 	else {
 		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms);
@@ -463,6 +543,14 @@ static void daemon_reexec(Daemon *d)
 	reexec_add(&x, "main", d->listen_fd);
 	if (d->control_copy >= 0)
 		reexec_add(&x, "control", d->control_copy);
+	/* The CM agent goes along: the class is never free. */
+	{
+		const UmadPort *port = relay_port(d->relay);
+		char name[FD_STORE_NAME_MAX];
+
+		if (fd_store_umad_name(port->dev, port->port, port->agent_id, name))
+			reexec_add(&x, name, port->fd);
+	}
 	relay_handoff_export(d->relay, reexec_add, &x);
 	g_ptr_array_add(names, NULL);
 	joined = g_strjoinv(":", (char **)names->pdata);
@@ -644,9 +732,11 @@ static int run(Daemon *d)
 	uint64_t now;
 	int r;
 
+	if (passed_fds_take(d) < 0)
+		return EXIT_FAILURE;
 	if (port_startup_wait(d->opt.device, d->opt.port, d->opt.wait_for_device_s) < 0)
 		return EXIT_SUCCESS;
-	r = umad_port_open(d->opt.device, d->opt.port, &port);
+	r = port_setup(d, &port);
 	if (r == -EBUSY) {
 		port_startup_log_refused(d->opt.device, d->opt.port);
 		return EXIT_CM_OWNED;
@@ -753,6 +843,9 @@ static int run(Daemon *d)
 	(void)sd_notify(0, "STOPPING=1");
 	/* Writes still in the sender processes count in the last counters. */
 	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
+	/* No successor: the class is free once this process closes its fd. */
+	if (!d->handing_off && d->umad_name[0])
+		fd_store_remove(d->umad_name);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);
 	if (r == -ENODEV)

@@ -273,6 +273,7 @@ static int load_port(GKeyFile *kf, struct sim_port *p, GError **err)
 	p->stall_serial = (uint32_t)g_key_file_get_int64(kf, grp, "stall_serial", NULL);
 	p->send_stall_ms = (uint32_t)g_key_file_get_int64(kf, grp, "send_stall_ms", NULL);
 	p->send_stall_serial = (uint32_t)g_key_file_get_int64(kf, grp, "send_stall_serial", NULL);
+	p->fail_register = g_key_file_get_integer(kf, grp, "fail_register", NULL);
 	if (len < 1 || len > SIM_MAX_GID_LEN)
 		len = SIM_DEFAULT_GID_LEN;
 	p->gid_len = (unsigned)len;
@@ -373,6 +374,8 @@ int sim_fabric_save(const char *dir, const struct sim_fabric *f, GError **err)
 			g_key_file_set_string(kf, pg, "cap_mask", cap);
 			g_key_file_set_boolean(kf, pg, "present", port->present);
 			g_key_file_set_int64(kf, pg, "epoch", port->epoch);
+			if (port->fail_register)
+				g_key_file_set_integer(kf, pg, "fail_register", port->fail_register);
 			if (port->send_stall_serial) {
 				g_key_file_set_int64(kf, pg, "send_stall_ms", port->send_stall_ms);
 				g_key_file_set_int64(kf, pg, "send_stall_serial",

@@ -44,6 +44,7 @@ struct sim_port {
 	uint32_t stall_serial; /* bumped by every `stall`: each is served once */
 	uint32_t send_stall_ms;	    /* `stall-send`: how long the next write waits */
 	uint32_t send_stall_serial; /* bumped by every `stall-send`: one write serves each */
+	int fail_register; /* `fail-register`: errno of send-only registrations, or 0 */
 	unsigned gid_len;
 	struct sim_gid_entry *gids;
 };

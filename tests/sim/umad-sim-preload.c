@@ -840,6 +840,9 @@ static int register_agent(int portid, unsigned qpn, int mclass, int version, int
 		if (qpn == 0 && p->link == SIM_LINK_ETH)
 			return -EPROTONOSUPPORT;
 	}
+	/* `umad-sim fail-register`: a kernel that refuses send-only agents. */
+	if (p->fail_register && (!mclass || !(mask[0] | mask[1])))
+		return -p->fail_register;
 	for (int i = 0; i < MAX_AGENTS; i++)
 		if (!s->agents[i].used) {
 			id = i;

@@ -30,7 +30,8 @@ static int usage(void)
 	      "  umad-sim remove-port DIR CA PORT\n"
 	      "  umad-sim restore-port DIR CA PORT\n"
 	      "  umad-sim stall DIR CA PORT MS                 # the next receive waits MS\n"
-	      "  umad-sim stall-send DIR CA PORT MS            # the next write waits MS\n",
+	      "  umad-sim stall-send DIR CA PORT MS            # the next write waits MS\n"
+	      "  umad-sim fail-register DIR CA PORT ERRNO|0    # send-only agents fail\n",
 	      stderr);
 	return 2;
 }
@@ -289,6 +290,23 @@ static int do_stall_send(struct sim_fabric *f, char **args, void *data)
 	return 0;
 }
 
+/* Registrations of send-only agents (no method: a daemon's sender
+ * processes) on the port fail with ERRNO (a name or a number; 0 stops it),
+ * as on a kernel that is out of memory. */
+static int do_fail_register(struct sim_fabric *f, char **args, void *data)
+{
+	struct sim_port *p = arg_port(f, args);
+	int e = strcmp(args[2], "0") == 0 ? 0 : sim_errno_from_name(args[2]);
+
+	(void)data;
+	if (!p)
+		return -ENODEV;
+	if (e < 0)
+		return -EINVAL;
+	p->fail_register = e;
+	return 0;
+}
+
 static int do_set_present(struct sim_fabric *f, char **args, void *data)
 {
 	struct sim_port *p = arg_port(f, args);
@@ -337,6 +355,8 @@ int main(int argc, char **argv)
 			(void)sim_wake_port(argv[2], argv[3], atoi(argv[4]));
 		return rc;
 	}
+	if (strcmp(cmd, "fail-register") == 0 && argc == 6)
+		return edit(argv[2], do_fail_register, argv + 3, NULL);
 	if (strcmp(cmd, "stall-send") == 0 && argc == 6)
 		return edit(argv[2], do_stall_send, argv + 3, NULL);
 	if (strcmp(cmd, "restore-port") == 0 && argc == 5)
