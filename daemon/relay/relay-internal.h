@@ -243,8 +243,9 @@ unsigned relay_expire_sessions(Relay *r);
 void relay_session_advance(Relay *r, uint32_t h, Session *s, uint16_t attr, bool rx,
 			   uint64_t now);
 
-/* Build the response to @req with @err in the client's dialect. */
-void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err);
+/* Build the response to @req with @err in the dialect of the capabilities
+ * @caps (the client's when it sent @req). */
+void relay_response_frame(uint64_t caps, struct rdmacm_mux_msg *req, int err);
 /* Turn @req into its response with @err and queue it for @c.
  * Return: 0, or -ENOMEM (logged). */
 int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err);

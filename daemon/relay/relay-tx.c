@@ -472,6 +472,7 @@ typedef struct RelayTxJob {
 	UmadSendJob send; /* first: the sender hands this back */
 	Relay *relay;
 	uint32_t client_id;
+	uint64_t caps;		    /* the client's when it sent the MAD: the answer's dialect */
 	uint64_t response;	    /* the response's kept place */
 	struct rdmacm_mux_msg req;  /* echoed in the response */
 	RelayTxContext t;	    /* .buf and .sgid point into this job */
@@ -494,6 +495,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	job->send.len = t->len;
 	job->relay = r;
 	job->client_id = c->id;
+	job->caps = c->caps;
 	job->req = *req;
 	job->t = *t;
 	job->t.buf = &job->send.buf;
@@ -516,7 +518,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		if (job->response != UINT64_MAX) {
 			/* Its place is kept: answer there, in order. */
 			err = relay_tx_sent(r, t, buf, req, err);
-			relay_response_frame(c, &job->req, err);
+			relay_response_frame(job->caps, &job->req, err);
 			client_fill_response(&c->conn, job->response, &job->req);
 			c->stats.requests++;
 			relay_mark_dirty(r, c);
@@ -553,7 +555,7 @@ void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
 	} else {
 		job->t.client = c;
 		err = relay_tx_sent(r, &job->t, &job->send.buf, &job->req, job->send.result);
-		relay_response_frame(c, &job->req, err);
+		relay_response_frame(job->caps, &job->req, err);
 		client_fill_response(&c->conn, job->response, &job->req);
 		c->stats.requests++;
 		c->slow_sends--;

@@ -300,9 +300,9 @@ static int relay_on_register_timer(sd_event_source *s, uint64_t usec, void *user
  * QEMU's protocol has four positive codes and passes send failures as a
  * negative errno. Clients granted RDMACM_MUX_CAP_ERRNO get -errno always.
  */
-static int32_t relay_err_code_for(const RelayClient *c, int err)
+static int32_t relay_err_code_for(uint64_t caps, int err)
 {
-	if (err == 0 || (c->caps & RDMACM_MUX_CAP_ERRNO))
+	if (err == 0 || (caps & RDMACM_MUX_CAP_ERRNO))
 		return err;
 	switch (err) {
 	case -EINVAL:
@@ -323,15 +323,15 @@ static int32_t relay_err_code_for(const RelayClient *c, int err)
 	}
 }
 
-void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err)
+void relay_response_frame(uint64_t caps, struct rdmacm_mux_msg *req, int err)
 {
 	req->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
-	req->hdr.err_code = relay_err_code_for(c, err);
+	req->hdr.err_code = relay_err_code_for(caps, err);
 }
 
 int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
 {
-	relay_response_frame(c, req, err);
+	relay_response_frame(c->caps, req, err);
 	if (client_queue_response(&c->conn, req) < 0) {
 		/* Out of memory: this client cannot be served correctly. */
 		log_error("out of memory queueing a response to client %u", c->id);
