@@ -4,6 +4,7 @@
  * in-process drivers, whose sends go to a callback. Linked into unit tests
  * and fuzzers only, never into the daemon.
  */
+#include <string.h>
 #include <sys/eventfd.h>
 
 #include "umad-port-fake.h"
@@ -68,18 +69,87 @@ static const UmadPortOps umad_port_fake_ops = {
 	.release = umad_port_fake_release,
 };
 
-int umad_port_new_fake(const char *dev, int port, bool roce, UmadPortFakeSendFn send,
-		       void *userdata, UmadPort **ret)
+static int umad_port_new_fake_with(const char *dev, int port, bool roce, GidTable *gids,
+				   UmadPortFakeSendFn send, void *userdata, UmadPort **ret)
 {
 	UmadPortFake *f = g_new0(UmadPortFake, 1);
 	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
 	if (fd < 0) {
 		g_free(f);
+		gid_table_free(gids);
 		return -errno;
 	}
 	f->send = send;
 	f->userdata = userdata;
 	/* The port owns @f from here, and frees it when it goes. */
-	return umad_port_new(dev, port, roce, fd, &umad_port_fake_ops, f, ret);
+	return umad_port_new(dev, port, roce, fd, &umad_port_fake_ops, f, gids, ret);
+}
+
+int umad_port_new_fake(const char *dev, int port, bool roce, UmadPortFakeSendFn send,
+		       void *userdata, UmadPort **ret)
+{
+	return umad_port_new_fake_with(dev, port, roce, NULL, send, userdata, ret);
+}
+
+/* ---- a GID table in memory ---- */
+
+typedef struct UmadPortFakeGids {
+	unsigned n;
+	uint8_t (*gids)[GID_LEN];
+} UmadPortFakeGids;
+
+static int umad_port_fake_gids_count(void *userdata)
+{
+	return (int)((UmadPortFakeGids *)userdata)->n;
+}
+
+static int umad_port_fake_gids_read(void *userdata, unsigned index, const uint8_t expect[GID_LEN],
+				    uint8_t gid[GID_LEN])
+{
+	UmadPortFakeGids *g = userdata;
+
+	(void)expect;
+	if (index >= g->n)
+		return -ENOENT;
+	memcpy(gid, g->gids[index], GID_LEN);
+	return 0;
+}
+
+static GidType umad_port_fake_gids_type(void *userdata, unsigned index)
+{
+	(void)userdata;
+	(void)index;
+	return GID_TYPE_ROCE_V2;
+}
+
+static void umad_port_fake_gids_free(void *userdata)
+{
+	UmadPortFakeGids *g = userdata;
+
+	g_free(g->gids);
+	g_free(g);
+}
+
+int umad_port_new_fake_gids(const char *dev, int port, bool roce, const uint8_t (*gids)[16],
+			    unsigned n_gids, UmadPortFakeSendFn send, void *userdata,
+			    UmadPort **ret)
+{
+	UmadPortFakeGids *g = g_new0(UmadPortFakeGids, 1);
+	GidTableSource src = {
+		.count = umad_port_fake_gids_count,
+		.read = umad_port_fake_gids_read,
+		.type = umad_port_fake_gids_type,
+		.free = umad_port_fake_gids_free,
+		.userdata = g,
+	};
+	GidTable *t = NULL;
+	int r;
+
+	g->n = n_gids;
+	g->gids = g_memdup2(gids, (gsize)n_gids * GID_LEN);
+	r = gid_table_new(&src, &t);
+	if (r < 0)
+		return r;
+	return umad_port_new_fake_with(dev, port, roce, t, send, userdata, ret);
 }

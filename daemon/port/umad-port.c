@@ -186,7 +186,7 @@ int umad_port_adopt(const char *dev, int port, int fd, int agent_id, UmadPort **
 }
 
 int umad_port_new(const char *dev, int port, bool roce, int fd, const UmadPortOps *ops,
-		  void *ops_data, UmadPort **ret)
+		  void *ops_data, GidTable *gids, UmadPort **ret)
 {
 	g_autoptr(UmadPort) p = umad_port_alloc(dev, port, ops);
 	int r;
@@ -195,9 +195,12 @@ int umad_port_new(const char *dev, int port, bool roce, int fd, const UmadPortOp
 	p->ops_data = ops_data;
 	p->roce = roce;
 	p->agent_id = 0;
-	r = gid_table_open(dev, port, &p->gids);
-	if (r < 0)
-		return r;
+	p->gids = gids;
+	if (!p->gids) {
+		r = gid_table_open(dev, port, &p->gids);
+		if (r < 0)
+			return r;
+	}
 	*ret = g_steal_pointer(&p);
 	return 0;
 }

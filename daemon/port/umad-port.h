@@ -104,13 +104,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
 
 /**
  * umad_port_new() - a port whose operations are @ops (@ops_data theirs),
- * with @fd for the loop to poll (taken over), and the GID table of
- * @dev/@port read from sysfs (SYSFS_PATH). For implementations other than
- * libibumad's.
- * Return: 0 or a negative errno (@fd is closed).
+ * with @fd for the loop to poll, and @gids as its GID table, or, when NULL,
+ * the one of @dev/@port read from sysfs (SYSFS_PATH). For implementations
+ * other than libibumad's. @fd and @gids are taken over.
+ * Return: 0 or a negative errno (@fd and @gids are freed).
  */
 int umad_port_new(const char *dev, int port, bool roce, int fd, const UmadPortOps *ops,
-		  void *ops_data, UmadPort **ret);
+		  void *ops_data, GidTable *gids, UmadPort **ret);
 
 /**
  * umad_port_send() - send one MAD; @buf->hdr.addr must be complete.

@@ -36,6 +36,9 @@ typedef struct RelayDriverEdges {
 	UmadSendWorkerEvents events;
 	GPtrArray *in_flight; /* UmadSendJob *, oldest first */
 	UmadSenderStats stats;
+	/* relay_check_invariants()'s scratch tables, kept from call to call
+	 * (a fuzzer checks after every step). */
+	GHashTable *wire_ids, *per_client, *half_open, *sums;
 } RelayDriverEdges;
 
 static uint64_t relay_driver_clock_now(void *userdata)
@@ -124,6 +127,10 @@ static void relay_driver_sends_free(void *w)
 	RelayDriverEdges *d = w;
 
 	g_ptr_array_free(d->in_flight, TRUE);
+	g_hash_table_unref(d->wire_ids);
+	g_hash_table_unref(d->per_client);
+	g_hash_table_unref(d->half_open);
+	g_hash_table_unref(d->sums);
 	g_free(d);
 }
 
@@ -147,6 +154,10 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 	d->now = 1000000;
 	d->wanted = d->live = senders;
 	d->in_flight = g_ptr_array_new();
+	d->wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
+	d->per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
+	d->half_open = g_hash_table_new(g_direct_hash, g_direct_equal);
+	d->sums = g_hash_table_new(g_direct_hash, g_direct_equal);
 	c.clock = (UsecClock){ .now = relay_driver_clock_now, .userdata = d };
 	c.send_workers = &relay_driver_sends_ops;
 	c.send_workers_arg = d;
@@ -268,6 +279,13 @@ unsigned relay_driver_client_unread(Relay *r, uint32_t client_id)
 	RelayClient *c = relay_client_lookup(r, client_id);
 
 	return c ? (unsigned)((c->conn.in_len - c->conn.in_off) / sizeof(struct rdmacm_mux_msg)) : 0;
+}
+
+unsigned relay_driver_client_waiting(Relay *r, uint32_t client_id)
+{
+	RelayClient *c = relay_client_lookup(r, client_id);
+
+	return c ? c->slow_sends : 0;
 }
 
 void relay_driver_remove_client(Relay *r, uint32_t client_id)
@@ -413,14 +431,25 @@ static void relay_driver_check_session(void *userdata, const Session *s)
 
 const char *relay_check_invariants(Relay *r)
 {
+	const char *bad = relay_check_invariants_cheap(r);
+
+	return bad ? bad : session_table_check(r->sessions);
+}
+
+const char *relay_check_invariants_cheap(Relay *r)
+{
+	RelayDriverEdges *d = relay_driver_edges(r);
 	RelayInvariantCheck k = { .r = r };
 	GHashTableIter it;
 	gpointer key, value;
 	uint64_t sessions_listed = 0;
 
-	k.wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
-	k.per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
-	k.half_open = g_hash_table_new(g_direct_hash, g_direct_equal);
+	k.wire_ids = d->wire_ids;
+	k.per_client = d->per_client;
+	k.half_open = d->half_open;
+	g_hash_table_remove_all(k.wire_ids);
+	g_hash_table_remove_all(k.per_client);
+	g_hash_table_remove_all(k.half_open);
 	session_table_foreach(r->sessions, relay_driver_check_session, &k);
 
 	g_hash_table_iter_init(&it, r->clients);
@@ -459,8 +488,6 @@ const char *relay_check_invariants(Relay *r)
 	}
 	if (!k.violation && sessions_listed != session_table_count(r->sessions))
 		k.violation = "the session count disagrees with the client lists";
-	if (!k.violation)
-		k.violation = session_table_check(r->sessions);
 	if (!k.violation && r->counters->sessions_created < session_table_count(r->sessions))
 		k.violation = "more live sessions than were ever created";
 	if (!k.violation && session_table_count(r->sessions) > r->cfg.max_total_sessions)
@@ -469,8 +496,9 @@ const char *relay_check_invariants(Relay *r)
 		k.violation = "more half-open sessions than the daemon-wide cap";
 	/* The peers' shares of each client add up to its half-open count. */
 	if (!k.violation) {
-		g_autoptr(GHashTable) sums = g_hash_table_new(g_direct_hash, g_direct_equal);
+		GHashTable *sums = d->sums;
 
+		g_hash_table_remove_all(sums);
 		g_hash_table_iter_init(&it, r->half_open_peers);
 		while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
 			uint32_t id;
@@ -491,8 +519,5 @@ const char *relay_check_invariants(Relay *r)
 		if (!k.violation && g_hash_table_size(sums) > g_hash_table_size(r->clients))
 			k.violation = "a peer's share belongs to no client";
 	}
-	g_hash_table_unref(k.wire_ids);
-	g_hash_table_unref(k.per_client);
-	g_hash_table_unref(k.half_open);
 	return k.violation;
 }

@@ -43,6 +43,8 @@ bool relay_driver_has_client(const Relay *r, uint32_t client_id);
 bool relay_driver_client_paused(Relay *r, uint32_t client_id);
 /* Frames the client sent that the relay has not read yet. */
 unsigned relay_driver_client_unread(Relay *r, uint32_t client_id);
+/* The client's MADs with the senders: their answers' places are kept. */
+unsigned relay_driver_client_waiting(Relay *r, uint32_t client_id);
 
 /**
  * relay_driver_request() - the client sends one frame. The relay reads it
@@ -111,5 +113,10 @@ void relay_driver_handoff(Relay *r);
  * Return: NULL, or a description of the first violation (static storage).
  */
 const char *relay_check_invariants(Relay *r);
+/* relay_check_invariants() but for the sweep of the session table's
+ * indexes (session_table_check()), the part whose cost grows with the
+ * table's capacity: for a check after every step of a fuzzer, with the
+ * whole one now and then. */
+const char *relay_check_invariants_cheap(Relay *r);
 
 #endif /* RDMACM_MUX_RELAY_DRIVER_H */

@@ -100,7 +100,9 @@ struct Relay {
 	sd_event_source *clients_io;
 	uint32_t *fd_events; /* events registered for each client fd */
 	size_t n_fd_events;
-	UmadBuffer *rx_batch; /* RELAY_UMAD_BATCH received MADs, delivered together */
+	/* RELAY_UMAD_BATCH received MADs, delivered together; made at the
+	 * first receive. */
+	UmadBuffer *rx_batch;
 	size_t *rx_len;
 	sd_event_source *timer;
 	uint64_t timer_armed_at;
@@ -133,7 +135,10 @@ struct Relay {
 	 * (gid-table.h): RELAY_GID_EPOCH_USEC of the loop's clock
 	 * (relay_next_gid_epoch()). */
 	uint64_t gid_epoch;
-	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
+	/* 80 KiB, kept off the stack; made at the first warming pass (a
+	 * table of RELAY_WARM_SESSIONS sessions), which most daemons never
+	 * need. */
+	RelayTxWarmKeys *tx_warm;
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
 	int sessions_fd;       /* the memfd the sessions live in, or -1 */
 };

@@ -382,6 +382,10 @@ static void relay_rx_batch(Relay *r)
 {
 	int n = 0, e = 0;
 
+	if (!r->rx_batch) {
+		r->rx_batch = g_new(UmadBuffer, RELAY_UMAD_BATCH);
+		r->rx_len = g_new(size_t, RELAY_UMAD_BATCH);
+	}
 	/* Take the batch first, then route it: in a big table the lookups'
 	 * cache misses then overlap (session_table_warm_wire_ids()), instead
 	 * of one per MAD. */

@@ -606,9 +606,17 @@ static void relay_tx_warm_collect(RelayTxWarmKeys *k, RelayClient *c)
 	}
 }
 
+/* The keys' buffer, made at the first pass. */
+static RelayTxWarmKeys *relay_tx_warm_buffer(Relay *r)
+{
+	if (!r->tx_warm)
+		r->tx_warm = g_new(RelayTxWarmKeys, 1);
+	return r->tx_warm;
+}
+
 void relay_tx_warm_client(Relay *r, RelayClient *c)
 {
-	RelayTxWarmKeys *k = &r->tx_warm;
+	RelayTxWarmKeys *k = relay_tx_warm_buffer(r);
 
 	k->n = 0;
 	relay_tx_warm_collect(k, c);
@@ -622,7 +630,7 @@ void relay_tx_warm_client(Relay *r, RelayClient *c)
  */
 void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 {
-	RelayTxWarmKeys *k = &r->tx_warm;
+	RelayTxWarmKeys *k = relay_tx_warm_buffer(r);
 
 	k->n = 0;
 	for (int i = 0; i < n; i++) {

@@ -657,8 +657,6 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 
 	r->client_ep = -1;
 	r->sessions_fd = -1;
-	r->rx_batch = g_new(UmadBuffer, RELAY_UMAD_BATCH);
-	r->rx_len = g_new(size_t, RELAY_UMAD_BATCH);
 	r->event = sd_event_ref(event);
 	r->port = port;
 	r->cfg = *cfg;
@@ -778,6 +776,7 @@ void relay_free(Relay *r)
 	g_free(r->fd_events);
 	g_free(r->rx_batch);
 	g_free(r->rx_len);
+	g_free(r->tx_warm);
 	if (r->gid_owners)
 		g_hash_table_destroy(r->gid_owners);
 	if (r->dirty)

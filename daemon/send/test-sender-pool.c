@@ -135,7 +135,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	unit_test_write_file(port, "gid_attrs/types/0", "RoCE v2\n");
 	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
 	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	g_assert_cmpint(umad_port_new("test0", 1, true, fd, &test_port_ops, NULL, &f->port), ==, 0);
+	g_assert_cmpint(umad_port_new("test0", 1, true, fd, &test_port_ops, NULL, NULL, &f->port), ==,
+			0);
 	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
 	/* The pool logs to stderr: kept in a file, to count its lines. */
 	f->log_path = g_build_filename(f->sysfs, "log", NULL);
