@@ -317,14 +317,16 @@ static int parse_id_list(char **list, GArray **ret, const char *what)
 /* The control socket is optional: without it the daemon still relays. */
 static void control_bind(Daemon *d)
 {
+	g_autofree char *why = NULL;
 	ListenerPerms perms;
 
 	/* It shows every client and their MADs: root's only, unless asked. */
 	if (listener_perms_parse(d->opt.control_mode, d->opt.control_group, 0600,
-				 "--control-mode/--control-group", &perms) < 0 ||
-	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound) < 0) {
-		log_warning("running without the control socket %s (rdmacm-muxctl will not work)",
-			    d->control_path);
+				 "--control-mode/--control-group", &perms, &why) < 0 ||
+	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound, &why) < 0) {
+		log_warning("%s: running without the control socket %s (rdmacm-muxctl will not "
+			    "work)",
+			    why, d->control_path);
 		if (d->control_bound && unlink(d->control_path) == 0)
 			d->control_bound = false;
 	}
@@ -440,12 +442,16 @@ static int listener_setup(Daemon *d)
 	if (d->activated > 0)
 		log_info("serving the socket passed by systemd");
 	else {
-		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms);
-		if (r < 0)
+		g_autofree char *why = NULL;
+
+		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms, &why);
+		if (r == 0)
+			r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound,
+					  &why);
+		if (r < 0) {
+			log_error("%s", why);
 			return r;
-		r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound);
-		if (r < 0)
-			return r;
+		}
 		/* Kept with the clients: a successor serves the same socket. */
 		(void)fd_store_put("main", d->listen_fd);
 	}
@@ -851,7 +857,9 @@ static int run(Daemon *d)
 	if (r == -ENODEV)
 		return EXIT_NO_DEVICE;
 	if (r < 0) {
-		log_error("event loop failed: %s", strerror(-r));
+		/* Logged once: by the relay when it ended the loop. */
+		if (!relay_ended_loop(d->relay))
+			log_error("event loop failed: %s", strerror(-r));
 		return EXIT_FAILURE;
 	}
 	log_info("shut down cleanly");

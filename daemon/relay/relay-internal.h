@@ -118,6 +118,7 @@ struct Relay {
 	 * checked against the id, cleared when the client goes */
 	RelayClient *client_cache[RELAY_CLIENT_CACHE_SLOTS];
 	unsigned recv_errors_in_a_row;
+	bool ended_loop; /* the relay ended the event loop, and said why */
 	uint32_t next_client_id;
 	/* The counters: in the hand-off state when there is one, so that a
 	 * successor counts on (relay-handoff.c), else counters_own. */

@@ -361,6 +361,7 @@ static bool relay_rx_recv_failed(Relay *r, int e)
 		log_error("the umad device of %s port %d went away (%s): exiting so "
 			  "that it can be restarted when the device is back",
 			  r->port->dev, r->port->port, strerror(-e));
+		r->ended_loop = true;
 		(void)sd_event_exit(r->event, -ENODEV);
 		return true;
 	}
@@ -370,6 +371,7 @@ static bool relay_rx_recv_failed(Relay *r, int e)
 	if (++r->recv_errors_in_a_row >= RELAY_RX_RECV_ERRORS_FATAL) {
 		log_error("receiving from %s port %d failed %u times in a row (%s): exiting",
 			  r->port->dev, r->port->port, r->recv_errors_in_a_row, strerror(-e));
+		r->ended_loop = true;
 		(void)sd_event_exit(r->event, -EIO);
 		return true;
 	}

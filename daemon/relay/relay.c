@@ -886,6 +886,11 @@ void relay_sender_stats(const Relay *r, UmadSenderStats *ret)
 	umad_sender_stats(r->sender, ret);
 }
 
+bool relay_ended_loop(const Relay *r)
+{
+	return r->ended_loop;
+}
+
 const RelayCounters *relay_counters(const Relay *r)
 {
 	return r->counters;

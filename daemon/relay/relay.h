@@ -198,6 +198,10 @@ const UmadPort *relay_port(const Relay *r);
  */
 void relay_stop_sends(Relay *r, unsigned wait_ms);
 
+/* Whether the relay ended the event loop itself (the port went away:
+ * -ENODEV, or kept failing: -EIO), having logged why. */
+bool relay_ended_loop(const Relay *r);
+
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);
 

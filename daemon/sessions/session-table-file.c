@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "session-table-internal.h"
+#include "util.h"
 
 typedef struct TimerEntry {
 	int32_t left; /* ms to the deadline from the time of the take-over */
@@ -187,20 +188,12 @@ int session_table_save(const SessionTable *t, int fd)
 	size_t bytes = (size_t)t->used * sizeof(Session);
 	const uint8_t *p = (const uint8_t *)t->slots;
 	off_t off = SESSION_FILE_HEADER;
+	int r;
 
 	memcpy(h.magic, SESSION_FILE_MAGIC, sizeof(h.magic));
 	if (ftruncate(fd, 0) < 0 ||
-	    ftruncate(fd, (off_t)(SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session))) < 0 ||
-	    pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+	    ftruncate(fd, (off_t)(SESSION_FILE_HEADER + (size_t)h.capacity * sizeof(Session))) < 0)
 		return -errno;
-	while (bytes > 0) {
-		ssize_t n = pwrite(fd, p, bytes, off);
-
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += n;
-		bytes -= (size_t)n;
-	}
-	return 0;
+	r = fd_write_all(fd, &h, sizeof(h), 0);
+	return r < 0 ? r : fd_write_all(fd, p, bytes, off);
 }
