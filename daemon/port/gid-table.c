@@ -329,6 +329,9 @@ bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], ui
 
 bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8)
 {
+	/* The zero GID is no GID: an empty entry is not its place. */
+	if (gid_is_zero(gid))
+		return false;
 	for (unsigned k = index8; k < t->size; k += GID_TABLE_UMAD_INDEXES)
 		if (gid_equal(t->gids[k].raw, gid))
 			return true;

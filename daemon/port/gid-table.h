@@ -92,7 +92,8 @@ bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], ui
  */
 #define GID_TABLE_UMAD_INDEXES 256
 
-/* Whether @gid sits at an index whose low 8 bits are @index8. */
+/* Whether @gid (not the zero GID) sits at an index whose low 8 bits are
+ * @index8. */
 bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8);
 
 unsigned gid_table_size(const GidTable *t);

@@ -176,6 +176,15 @@ int umad_port_adopt(const char *dev, int port, int fd, int agent_id, UmadPort **
 		return -EBADF;
 	if (umad_init() < 0 || umad_port_read_info(p) < 0)
 		return -ENODEV;
+	/* libibumad reads and writes with the old ABI's 56-byte header until
+	 * this process opens a port itself (umad_open_port() enables the
+	 * pkey ABI on its fd, and switches a process-wide flag); the adopted
+	 * file speaks the new one, and the kernel would refuse every read and
+	 * write. An open, closed at once, switches it. */
+	r = umad_open_port(dev, port);
+	if (r < 0)
+		return r == -EIO ? -EACCES : r;
+	(void)umad_close_port(r);
 	r = gid_table_open(dev, port, &p->gids);
 	if (r < 0)
 		return r;

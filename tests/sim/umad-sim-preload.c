@@ -720,8 +720,11 @@ static struct simfd *adopt_locked(int fd)
 		memset(S.fds + S.nfds, 0, sizeof(*S.fds) * (size_t)(len - S.nfds));
 		S.nfds = len;
 	}
+	/* Not S.new_abi: libibumad switches to the 64-byte header only when
+	 * this process opens a port itself (the file's pkey ABI was set by
+	 * its opener); a process that only inherited the fd reads and writes
+	 * with the old header, and the kernel refuses both. */
 	S.fds[fd] = s;
-	S.new_abi = true;
 	if (S.debug)
 		warn("took over fd %d (%s)", fd, found);
 	return s;
@@ -1175,6 +1178,10 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 
 	if (!s)
 		return -EBADF;
+	/* Every sim fd speaks the pkey ABI (its opener enabled it): a header
+	 * of the old ABI (umad_size() 56) is garbage to ib_umad_write. */
+	if (umad_size() != SIM_UMAD_HDR)
+		return -EINVAL;
 	/* ib_umad_write: at least the RMPP header, at most one 256-byte MAD. */
 	if (length < 0 || length + SIM_UMAD_HDR < SIM_UMAD_HDR + 36 || length > SIM_MAD_SIZE)
 		return -EINVAL;
@@ -1427,7 +1434,9 @@ static int try_recv(int portid, struct ib_user_mad *m, int *length)
 		/* An agent unregistered while its MADs were in flight: the kernel drops them. */
 		if (!a || !a->used || a->serial != pkt.s.h.serial)
 			continue;
-		if (*length < (int)pkt.s.h.mad_len)
+		/* ib_umad_read: the buffer (libibumad reads umad_size() +
+		 * *length) must hold the header and the MAD. */
+		if ((int)umad_size() + *length < SIM_UMAD_HDR + (int)pkt.s.h.mad_len)
 			return requeue_head(s, &pkt) < 0 ? -EIO : -EINVAL;
 		memcpy(&tid, pkt.s.mad + 8, 8);
 		if (pkt.s.h.kind == SIM_PKT_DATA && is_response(pkt.s.mad[3]))
