@@ -568,6 +568,8 @@ static void daemon_reexec(Daemon *d)
 	for (guint i = 0; i < fds->len; i++)
 		if (fcntl(g_array_index(fds, int, i), F_DUPFD_CLOEXEC, base + (int)i) < 0) {
 			log_error("cannot re-execute: %s; going on as we are", strerror(errno));
+			/* The senders stopped for the hand-off: new ones. */
+			(void)relay_resume_sends(d->relay);
 			return;
 		}
 	snprintf(buf, sizeof(buf), "%d", (int)getpid());

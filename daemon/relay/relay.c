@@ -650,6 +650,23 @@ static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, voi
 
 /* ---- life cycle ---- */
 
+/* A sender as the configuration says. Return: 0 or a negative errno. */
+static int relay_start_sends(Relay *r, UmadSender **ret)
+{
+	UmadSenderConfig scfg = {
+		.senders = MAX(r->cfg.senders, 1u),
+		.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
+		.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
+		.deadline_usec = (uint64_t)r->cfg.send_timeout_ms * 1000,
+		.max_queued = 4096,
+		.clock = r->clock,
+		.workers = r->cfg.send_workers,
+		.workers_arg = r->cfg.send_workers_arg,
+	};
+
+	return umad_sender_new(r->event, r->port, &scfg, relay_tx_on_sent, r, ret);
+}
+
 int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **ret)
 {
 	Relay *r = g_new0(Relay, 1);
@@ -702,25 +719,12 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return e;
 	}
-	{
-		UmadSenderConfig scfg = {
-			.senders = MAX(r->cfg.senders, 1u),
-			.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
-			.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
-			.deadline_usec = (uint64_t)r->cfg.send_timeout_ms * 1000,
-			.max_queued = 4096,
-			.clock = r->clock,
-			.workers = r->cfg.send_workers,
-			.workers_arg = r->cfg.send_workers_arg,
-		};
-
-		/* A relay whose sends could block the loop is no relay: the
-		 * workers start or it does not. They may still be starting. */
-		e = umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender);
-		if (e < 0) {
-			relay_free(r);
-			return e;
-		}
+	/* A relay whose sends could block the loop is no relay: the workers
+	 * start or it does not. They may still be starting. */
+	e = relay_start_sends(r, &r->sender);
+	if (e < 0) {
+		relay_free(r);
+		return e;
 	}
 	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, relay_rx_on_umad_io, r);
 	if (e >= 0)
@@ -800,6 +804,18 @@ void relay_free(Relay *r)
 void relay_stop_sends(Relay *r, unsigned wait_ms)
 {
 	umad_sender_stop(r->sender, (uint64_t)wait_ms * 1000);
+}
+
+int relay_resume_sends(Relay *r)
+{
+	UmadSender *s = NULL;
+	int e = relay_start_sends(r, &s);
+
+	if (e < 0)
+		return e;
+	umad_sender_free(r->sender);
+	r->sender = s;
+	return 0;
 }
 
 void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),

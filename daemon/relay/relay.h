@@ -197,6 +197,14 @@ const UmadPort *relay_port(const Relay *r);
  * Idempotent.
  */
 void relay_stop_sends(Relay *r, unsigned wait_ms);
+/**
+ * relay_resume_sends() - new senders after relay_stop_sends(), for a
+ * hand-off that did not happen after all (a re-execution that failed).
+ * The daemon's: the relay driver's stand-ins cannot start again.
+ * Return: 0, or a negative errno (logged by the senders; the stopped ones
+ * stay, and MADs that need one answer EAGAIN).
+ */
+int relay_resume_sends(Relay *r);
 
 /* Whether the relay ended the event loop itself (the port went away:
  * -ENODEV, or kept failing: -EIO), having logged why. */
