@@ -675,12 +675,13 @@ static struct simfd *adopt_locked(int fd)
 	s->fd = fd;
 	s->port = atoi(parts[n - 5]);
 	s->epoch = (uint32_t)strtoul(parts[n - 1] + 1, NULL, 10);
-	g_free(parts[n - 5]);
-	parts[n - 5] = NULL;
 	{
-		g_autofree char *ca = g_strjoinv(".", parts);
+		/* The CA name: the parts before PORT, joined again. */
+		g_autoptr(GString) ca = g_string_new(parts[0]);
 
-		g_strlcpy(s->ca, ca, sizeof(s->ca));
+		for (unsigned i = 1; i + 5 < n; i++)
+			g_string_append_printf(ca, ".%s", parts[i]);
+		g_strlcpy(s->ca, ca->str, sizeof(s->ca));
 	}
 	s->owner = ++S.next_owner;
 	g_strlcpy(s->fifo_name, found, sizeof(s->fifo_name));
