@@ -10,8 +10,9 @@ packages=(
 	# build
 	meson ninja-build pkg-config gcc clang libc6-dev
 	libibumad-dev libglib2.0-dev libsystemd-dev
-	# fuzzers and sanitizers (libFuzzer and the ASan/UBSan runtimes)
-	libclang-rt-14-dev
+	# fuzzers and sanitizers (libFuzzer and the ASan/UBSan runtimes), and
+	# the fuzzers' coverage report (llvm-profdata, llvm-cov)
+	libclang-rt-14-dev llvm-14
 	# tests: socket activation, unit linting (rdma-core: its units, to check
 	# that ours order before its module loading without a cycle), leak checks
 	systemd rdma-core valgrind

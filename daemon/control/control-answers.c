@@ -124,7 +124,9 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, const Control
 	uint64_t tx = 0, rx = 0, dropped = 0, refused = 0;
 	uint64_t uptime_ms = (now_usec() - cfg->started_usec) / 1000;
 	const char *link_layer = port->roce ? "Ethernet" : "InfiniBand";
+	UmadSenderStats senders;
 
+	relay_sender_stats(relay, &senders);
 	for (int i = 0; i < CM_IDX_COUNT; i++) {
 		tx += k->tx[i];
 		rx += k->rx[i];
@@ -159,6 +161,16 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, const Control
 		json_u64(&j, "rx_dropped", dropped);
 		json_u64(&j, "tx_refused", refused);
 		json_end_object(&j);
+		json_begin_object(&j, "senders");
+		json_u64(&j, "live", senders.live);
+		json_u64(&j, "wanted", senders.wanted);
+		json_u64(&j, "starting", senders.starting);
+		json_u64(&j, "queued", relay_sender_queued(relay));
+		json_u64(&j, "written", senders.written);
+		json_u64(&j, "timeouts", senders.timeouts);
+		json_u64(&j, "lost", senders.lost);
+		json_u64(&j, "start_failures", senders.start_failures);
+		json_end_object(&j);
 		json_begin_object(&j, "control");
 		json_u64(&j, "trace_readers", stats->trace_readers);
 		json_u64(&j, "max_trace_readers", cfg->max_trace_readers);
@@ -189,13 +201,17 @@ void control_answer_status(Relay *relay, const ControlConfig *cfg, const Control
 			       "sessions:       %u (%zu bytes)\n"
 			       "MADs relayed:   %" PRIu64 " sent, %" PRIu64 " received\n"
 			       "MADs refused:   %" PRIu64 " sent, %" PRIu64 " received\n"
+			       "senders:        %u of %u live, %u MADs queued (%" PRIu64 " stopped "
+			       "at the deadline, %" PRIu64 " could not start)\n"
 			       "trace readers:  %u of %u (%" PRIu64 " refused, %" PRIu64 " shed)\n"
 			       "control closed: %" PRIu64 " (sent more than their command)\n",
 			       port->dev, port->port, link_layer, cfg->socket_path,
 			       cfg->control_path, (int)getpid(), PACKAGE_VERSION, up,
 			       relay_client_count(relay), relay_gid_count(relay),
 			       relay_session_count(relay), relay_session_memory(relay), tx,
-			       rx, refused, dropped, stats->trace_readers, cfg->max_trace_readers,
+			       rx, refused, dropped, senders.live, senders.wanted,
+			       relay_sender_queued(relay), senders.timeouts, senders.start_failures,
+			       stats->trace_readers, cfg->max_trace_readers,
 			       stats->trace_readers_refused, stats->trace_readers_shed,
 			       stats->closed_for_sending);
 	status_cm_owners(port, out, NULL);

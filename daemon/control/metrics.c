@@ -320,6 +320,17 @@ void metrics_format(const MetricsSnapshot *m, GString *out)
 		    "MADs the sender processes wrote (first MADs to a destination, and to one "
 		    "that was slow), since this process started.",
 		    m->sender_written);
+	page_single(&p, "rdmacm_mux_senders_live", "gauge",
+		    "Sender processes that take MADs now (rdmacm_mux_senders_wanted when all is "
+		    "well).", m->senders_live);
+	page_single(&p, "rdmacm_mux_senders_wanted", "gauge",
+		    "Sender processes the daemon keeps (--senders).", m->senders_wanted);
+	page_single(&p, "rdmacm_mux_sender_timeouts_total", "counter",
+		    "Sender writes stopped at their deadline (--send-timeout) or cut short at a stop; "
+		    "their MADs answered ETIMEDOUT.", m->sender_timeouts);
+	page_single(&p, "rdmacm_mux_sender_start_failures_total", "counter",
+		    "Sender processes that could not start (the daemon tries again, with backoff).",
+		    m->sender_start_failures);
 
 	/* The control socket. */
 	page_single(&p, "rdmacm_mux_control_trace_readers", "gauge",
@@ -358,7 +369,9 @@ void metrics_snapshot(Relay *relay, const ControlConfig *cfg, const ControlStats
 		      MetricsSnapshot *ret)
 {
 	const UmadPort *port = relay_port(relay);
+	UmadSenderStats senders;
 
+	relay_sender_stats(relay, &senders);
 	*ret = (MetricsSnapshot){
 		.device = port->dev,
 		.port = port->port,
@@ -373,7 +386,11 @@ void metrics_snapshot(Relay *relay, const ControlConfig *cfg, const ControlStats
 		.session_memory_bytes = relay_session_memory(relay),
 		.counters = *relay_counters(relay),
 		.sender_queued = relay_sender_queued(relay),
-		.sender_written = relay_sender_written(relay),
+		.sender_written = senders.written,
+		.senders_live = senders.live,
+		.senders_wanted = senders.wanted,
+		.sender_timeouts = senders.timeouts,
+		.sender_start_failures = senders.start_failures,
 		.control = *stats,
 		.max_trace_readers = cfg->max_trace_readers,
 	};

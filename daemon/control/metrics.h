@@ -44,6 +44,10 @@ typedef struct MetricsSnapshot {
 	uint32_t client_queued_frames_max; /* for the client with the most */
 	uint32_t sender_queued;		   /* MADs with the sender processes */
 	uint64_t sender_written;	   /* MADs they wrote, since the start */
+	uint32_t senders_live;		   /* sender processes that take MADs */
+	uint32_t senders_wanted;	   /* --senders */
+	uint64_t sender_timeouts;	   /* writes stopped at the deadline */
+	uint64_t sender_start_failures;	   /* senders that could not start */
 	ControlStats control;
 	uint32_t max_trace_readers;
 } MetricsSnapshot;

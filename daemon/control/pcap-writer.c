@@ -133,28 +133,6 @@ size_t pcap_ib_packet_build(const RelayEvent *ev, uint16_t local_lid, uint32_t p
 	return PCAP_IB_PACKET_LEN;
 }
 
-/* The whole buffer, or a negative errno; a short write of a regular file
- * means the disk is full. */
-static int pcap_write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ENOSPC;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int pcap_writer_open(const char *path, uint16_t local_lid, PcapWriter **ret)
 {
 	/* Classic pcap, in our byte order (readers detect it by the magic). */
@@ -172,7 +150,7 @@ int pcap_writer_open(const char *path, uint16_t local_lid, PcapWriter **ret)
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0)
 		return -errno;
-	r = pcap_write_all(fd, &hdr, sizeof(hdr));
+	r = fd_write_all(fd, &hdr, sizeof(hdr), -1);
 	if (r < 0)
 		return r;
 	w = g_new0(PcapWriter, 1);
@@ -219,7 +197,7 @@ int pcap_writer_write(PcapWriter *w, const RelayEvent *ev)
 	put_be16(erf + 14, PCAP_IB_PACKET_LEN);
 	pcap_ib_packet_build(ev, w->local_lid, w->psn++, erf + PCAP_ERF_HDR_LEN);
 
-	r = pcap_write_all(w->fd, rec, sizeof(rec));
+	r = fd_write_all(w->fd, rec, sizeof(rec), -1);
 	if (r < 0) {
 		/* Cut a partly written record off (disk full), so the file
 		 * stays readable to its end. */

@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "prom-text.h"
 #include "relay-driver.h"
+#include "umad-port-fake.h"
 #include "util.h"
 #include "unit-test.h"
 
@@ -82,6 +83,10 @@ static void snapshot_fill(MetricsSnapshot *m, const char *device)
 		.client_queued_frames = 12,
 		.client_queued_frames_max = 9,
 		.sender_queued = 4,
+		.senders_live = 6,
+		.senders_wanted = 8,
+		.sender_timeouts = 2,
+		.sender_start_failures = 5,
 		.control = { .trace_readers = 1,
 			     .trace_readers_refused = 2,
 			     .trace_readers_shed = 3,
@@ -196,6 +201,10 @@ UNIT_TEST("/metrics/page", test_page)
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_client_queued_frames", NULL), ==, 12);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_client_queued_frames_max", NULL), ==, 9);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_queued_mads", NULL), ==, 4);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_senders_live", NULL), ==, 6);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_senders_wanted", NULL), ==, 8);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_timeouts_total", NULL), ==, 2);
+	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_start_failures_total", NULL), ==, 5);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers", NULL), ==, 1);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers_max", NULL), ==, 4);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_control_trace_readers_refused_total", NULL), ==,
@@ -299,7 +308,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
 	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, discard_send, f, &p), ==, 0);
 	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
-	g_assert_cmpint(relay_new(f->event, p, &cfg, &f->relay), ==, 0);
+	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
+	relay_driver_set_send_at_once(f->relay, true);
 	relay_driver_set_time(f->relay, 1000000);
 }
 

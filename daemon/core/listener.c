@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -19,8 +20,21 @@
 #include "log.h"
 #include "util.h"
 
+/* Fail with @err, saying why in *@why (when asked) for the caller to log. */
+static int G_GNUC_PRINTF(3, 4) listener_fail(char **why, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why) {
+		va_start(ap, fmt);
+		*why = g_strdup_vprintf(fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
 int listener_perms_parse(const char *mode, const char *group, mode_t default_mode,
-			 const char *what, ListenerPerms *ret)
+			 const char *what, ListenerPerms *ret, char **why)
 {
 	unsigned long m = default_mode;
 	gid_t gid = (gid_t)-1;
@@ -29,10 +43,9 @@ int listener_perms_parse(const char *mode, const char *group, mode_t default_mod
 		char *end;
 
 		m = strtoul(mode, &end, 8);
-		if (!*mode || *end || m > 0777) {
-			log_error("bad %s '%s': use octal, e.g. 0660", what, mode);
-			return -EINVAL;
-		}
+		if (!*mode || *end || m > 0777)
+			return listener_fail(why, -EINVAL, "bad %s '%s': use octal, e.g. 0660", what,
+					     mode);
 	}
 	/* An empty group (an unset variable in the config) keeps the default. */
 	if (group && *group) {
@@ -44,94 +57,81 @@ int listener_perms_parse(const char *mode, const char *group, mode_t default_mod
 			gid = g->gr_gid;
 		else if (!*end && v < (gid_t)-1)
 			gid = (gid_t)v;
-		else {
-			log_error("no such group '%s' (%s)", group, what);
-			return -ENOENT;
-		}
+		else
+			return listener_fail(why, -ENOENT, "no such group '%s' (%s)", group, what);
 	}
 	*ret = (ListenerPerms){ .mode = (mode_t)m, .gid = gid, .group = group };
 	return 0;
 }
 
-int listener_remove_stale_socket(const char *path)
+int listener_remove_stale_socket(const char *path, char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	_cleanup_fd_ int fd = -1;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_error("socket path %s is too long (%zu bytes, the limit is %zu)", path,
-			  strlen(path), sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return listener_fail(why, -ENAMETOOLONG,
+				     "socket path %s is too long (%zu bytes, the limit is %zu)", path,
+				     strlen(path), sizeof(sa.sun_path) - 1);
 	if (lstat(path, &st) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		log_error("cannot look at %s: %s", path, strerror(errno));
-		return -errno;
+		return listener_fail(why, -errno, "cannot look at %s: %s", path, strerror(errno));
 	}
-	if (!S_ISSOCK(st.st_mode)) {
-		log_error("%s exists and is not a socket; not touching it", path);
-		return -EEXIST;
-	}
+	if (!S_ISSOCK(st.st_mode))
+		return listener_fail(why, -EEXIST, "%s exists and is not a socket; not touching it",
+				     path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		log_error("cannot create a socket: %s", strerror(errno));
-		return -errno;
-	}
+	if (fd < 0)
+		return listener_fail(why, -errno, "cannot create a socket: %s", strerror(errno));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		log_error("another rdmacm-mux is serving %s; stop it first", path);
-		return -EADDRINUSE;
-	}
-	if (unlink(path) < 0 && errno != ENOENT) {
-		log_error("cannot remove the stale socket %s: %s", path, strerror(errno));
-		return -errno;
-	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return listener_fail(why, -EADDRINUSE,
+				     "another rdmacm-mux is serving %s; stop it first", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return listener_fail(why, -errno, "cannot remove the stale socket %s: %s", path,
+				     strerror(errno));
 	log_info("removed the stale socket %s", path);
 	return 0;
 }
 
-int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound)
+int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound,
+		  char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	_cleanup_fd_ int fd = -1;
 	mode_t old_umask;
 	int r;
 
-	r = listener_remove_stale_socket(path);
+	r = listener_remove_stale_socket(path, why);
 	if (r < 0)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		r = -errno;
-		log_error("cannot create a socket for %s: %s", path, strerror(-r));
-		return r;
-	}
+	if (fd < 0)
+		return listener_fail(why, -errno, "cannot create a socket for %s: %s", path,
+				     strerror(errno));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	old_umask = umask(0177);
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_umask);
 	if (r < 0) {
 		r = -errno;
-		log_error("cannot bind %s: %s", path, strerror(-r));
-		return r;
+		return listener_fail(why, r, "cannot bind %s: %s", path, strerror(-r));
 	}
 	*bound = true;
 	if (perms->gid != (gid_t)-1 && chown(path, (uid_t)-1, perms->gid) < 0) {
 		r = -errno;
-		log_error("cannot give %s to group %s: %s", path, perms->group, strerror(-r));
-		return r;
+		return listener_fail(why, r, "cannot give %s to group %s: %s", path, perms->group,
+				     strerror(-r));
 	}
 	if (chmod(path, perms->mode) < 0) {
 		r = -errno;
-		log_error("cannot chmod %s: %s", path, strerror(-r));
-		return r;
+		return listener_fail(why, r, "cannot chmod %s: %s", path, strerror(-r));
 	}
 	if (listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
-		log_error("cannot listen on %s: %s", path, strerror(-r));
-		return r;
+		return listener_fail(why, r, "cannot listen on %s: %s", path, strerror(-r));
 	}
 	*ret_fd = fd_steal(&fd);
 	return 0;

@@ -4,8 +4,11 @@
  * or the ones we bind, with their mode and group, stale-socket removal,
  * the uid/gid allow-lists, and accept() that survives fd exhaustion.
  *
- * Every function here logs its own failure once and returns 0 or a
- * negative errno.
+ * Every function here returns 0 or a negative errno. The socket setup
+ * (perms, bind, stale files) logs nothing: it says what failed in a
+ * string for its caller, who logs it once at the level the failure has
+ * for it (the main socket is fatal, the control socket optional); the
+ * rest logs its own failures once.
  */
 #ifndef RDMACM_MUX_LISTENER_H
 #define RDMACM_MUX_LISTENER_H
@@ -33,25 +36,29 @@ typedef struct ListenerAllow {
 /**
  * listener_perms_parse() - read a --mode (octal) and a --group (name or
  * number; NULL or empty: keep the default group).
- * @what: the option's name for the log line, e.g. "--mode"
+ * @what: the option's name for the message, e.g. "--mode"
+ * @why: on failure, what failed (for the caller to free), unless NULL
  */
 int listener_perms_parse(const char *mode, const char *group, mode_t default_mode,
-			 const char *what, ListenerPerms *ret);
+			 const char *what, ListenerPerms *ret, char **why);
 
 /**
  * listener_remove_stale_socket() - remove a socket file that no process
- * serves. A live socket (-EADDRINUSE) and a file that is not a socket
- * (-EEXIST) stay.
+ * serves (logged at info). A live socket (-EADDRINUSE) and a file that is
+ * not a socket (-EEXIST) stay.
+ * @why: as for listener_perms_parse()
  */
-int listener_remove_stale_socket(const char *path);
+int listener_remove_stale_socket(const char *path, char **why);
 
 /**
  * listener_bind() - replace a stale socket at @path, bind, apply @perms
  * and listen. The socket never exists with wider permissions than asked.
  * Sets *@bound once the file exists, so that the caller removes it even
  * when a later step fails.
+ * @why: as for listener_perms_parse()
  */
-int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound);
+int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound,
+		  char **why);
 
 /* Whether a passed fd of this name is not a listening socket but
  * something to set aside for the caller (fds kept in the fd store). */

@@ -33,6 +33,7 @@
 #include "port-startup.h"
 #include "handoff-relay.h"
 #include "relay.h"
+#include "sender-pool.h"
 #include "umad-port.h"
 #include "util.h"
 
@@ -45,6 +46,11 @@
 #define LISTENER_RETRY_MS 100
 /* At a hand-off, queued frames may take this long to go out. */
 #define HANDOFF_FLUSH_MS 1000
+/* At a hand-off or a stop, the senders' writes in flight may take this
+ * long; one still unfinished is answered ETIMEDOUT (a write that waits
+ * for an address takes up to a second, most far less), and the successor
+ * starts within a second of SIGTERM whatever the kernel does. */
+#define STOP_SENDS_WAIT_MS 600
 
 typedef struct Options {
 	char *device;
@@ -71,6 +77,7 @@ typedef struct Options {
 	int senders;
 	int max_slow_sends;
 	int unreachable_cache_ms;
+	int send_timeout_ms;
 	int handshake_timeout_ms;
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
@@ -100,7 +107,9 @@ typedef struct Daemon {
 	sd_event *event;
 	Listener *listener;
 	GHashTable *stored; /* fds a predecessor left in the fd store: name -> fd */
+	int activated;	    /* listening sockets systemd passed */
 	bool handing_off;   /* SIGTERM with the fd store: the successor takes over */
+	char umad_name[FD_STORE_NAME_MAX]; /* the umad fd's in the store, or "" */
 	sd_event_source *status_timer;
 	Relay *relay;
 	GArray *allow_uids;
@@ -179,6 +188,9 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "unreachable-cache", 0, 0, G_OPTION_ARG_INT, &o->unreachable_cache_ms,
 		  "A destination that did not answer fails at once for this long (ms, default 1000)",
 		  "MS" },
+		{ "send-timeout", 0, 0, G_OPTION_ARG_INT, &o->send_timeout_ms,
+		  "A sender's write that takes longer is stopped, its MAD answers ETIMEDOUT (ms, "
+		  "default 4000)", "MS" },
 		{ "handshake-timeout", 0, 0, G_OPTION_ARG_INT, &o->handshake_timeout_ms,
 		  "Idle time before a half-open handshake is forgotten (ms, default 120000)", "MS" },
 		{ "closing-timeout", 0, 0, G_OPTION_ARG_INT, &o->closing_timeout_ms,
@@ -220,6 +232,7 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->senders = 8;
 	o->max_slow_sends = 2;
 	o->unreachable_cache_ms = 1000;
+	o->send_timeout_ms = 4000;
 	o->handshake_timeout_ms = 120000;
 	o->closing_timeout_ms = 150000;
 	o->sidr_timeout_ms = 60000;
@@ -264,6 +277,7 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--senders", o->senders, 1, 64 },
 		{ "--max-slow-sends", o->max_slow_sends, 1, 64 },
 		{ "--unreachable-cache", o->unreachable_cache_ms, 1, 60 * 1000 },
+		{ "--send-timeout", o->send_timeout_ms, 100, 600 * 1000 },
 		{ "--handshake-timeout", o->handshake_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
@@ -303,14 +317,16 @@ static int parse_id_list(char **list, GArray **ret, const char *what)
 /* The control socket is optional: without it the daemon still relays. */
 static void control_bind(Daemon *d)
 {
+	g_autofree char *why = NULL;
 	ListenerPerms perms;
 
 	/* It shows every client and their MADs: root's only, unless asked. */
 	if (listener_perms_parse(d->opt.control_mode, d->opt.control_group, 0600,
-				 "--control-mode/--control-group", &perms) < 0 ||
-	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound) < 0) {
-		log_warning("running without the control socket %s (rdmacm-muxctl will not work)",
-			    d->control_path);
+				 "--control-mode/--control-group", &perms, &why) < 0 ||
+	    listener_bind(d->control_path, &perms, &d->control_fd, &d->control_bound, &why) < 0) {
+		log_warning("%s: running without the control socket %s (rdmacm-muxctl will not "
+			    "work)",
+			    why, d->control_path);
 		if (d->control_bound && unlink(d->control_path) == 0)
 			d->control_bound = false;
 	}
@@ -329,11 +345,92 @@ static void close_fd_values(GHashTable *t)
 
 static bool is_stored_fd_name(const char *name)
 {
+	const char *dev;
 	uint32_t id;
+	int port, agent;
 
 	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
 	       strcmp(name, FD_STORE_STATE_ALT) == 0 ||
-	       strcmp(name, FD_STORE_SESSIONS_ALT) == 0 || fd_store_parse_client_name(name, &id);
+	       strcmp(name, FD_STORE_SESSIONS_ALT) == 0 || fd_store_parse_client_name(name, &id) ||
+	       fd_store_parse_umad_name(name, &port, &agent, &dev);
+}
+
+/* What systemd (or this process before a re-execution) passed: the
+ * listening sockets, and the stored fds, put aside in d->stored. A
+ * failure is logged where it happens. */
+static int passed_fds_take(Daemon *d)
+{
+	int n = listener_take_activated(is_stored_fd_name, d->stored, &d->listen_fd,
+					&d->control_fd);
+
+	if (n < 0)
+		return n;
+	d->activated = n;
+	return 0;
+}
+
+/*
+ * The port: the previous process's umad fd when the store kept it (its CM
+ * agent never went away, and the MADs that came since wait on it), or a
+ * new registration, whose fd goes to the store. Failures are logged by
+ * umad_port_open(), or here.
+ */
+static int port_setup(Daemon *d, UmadPort **ret)
+{
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+	GHashTableIter it;
+	gpointer key, value;
+	UmadPort *port = NULL;
+	int r;
+
+	g_hash_table_iter_init(&it, d->stored);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		const char *dev;
+		int portnum, agent;
+
+		if (fd_store_parse_umad_name(key, &portnum, &agent, &dev))
+			g_ptr_array_add(names, g_strdup(key));
+	}
+	for (guint i = 0; i < names->len; i++) {
+		const char *name = names->pdata[i], *dev;
+		int fd = GPOINTER_TO_INT(g_hash_table_lookup(d->stored, name)), portnum, agent;
+
+		g_hash_table_remove(d->stored, name);
+		(void)fd_store_parse_umad_name(name, &portnum, &agent, &dev);
+		if (port || strcmp(dev, d->opt.device) != 0 || portnum != d->opt.port) {
+			log_notice("dropping the umad fd %s that the store kept: this daemon serves "
+				   "%s port %d",
+				   name, d->opt.device, d->opt.port);
+			close(fd);
+			fd_store_remove(name);
+			continue;
+		}
+		r = umad_port_adopt(dev, portnum, fd, agent, &port);
+		if (r < 0) {
+			log_warning("the umad fd %s that the store kept does not hold up (%s): "
+				    "registering the CM agent anew",
+				    name, strerror(-r));
+			fd_store_remove(name);
+			port = NULL;
+			continue;
+		}
+		g_strlcpy(d->umad_name, name, sizeof(d->umad_name));
+		log_info("took over the CM agent %d on %s port %d from the previous process: the "
+			 "class was never free, and the MADs that came meanwhile are read now",
+			 agent, dev, portnum);
+	}
+	if (port) {
+		*ret = port;
+		return 0;
+	}
+	r = umad_port_open(d->opt.device, d->opt.port, &port);
+	if (r < 0)
+		return r;
+	if (fd_store_umad_name(port->dev, port->port, port->agent_id, d->umad_name) &&
+	    fd_store_put(d->umad_name, port->fd) < 0)
+		d->umad_name[0] = '\0';
+	*ret = port;
+	return 0;
 }
 
 /* The sockets systemd passed, or our own: a failure is logged where it
@@ -341,21 +438,21 @@ static bool is_stored_fd_name(const char *name)
 static int listener_setup(Daemon *d)
 {
 	ListenerPerms perms;
-	int n = listener_take_activated(is_stored_fd_name, d->stored, &d->listen_fd,
-					&d->control_fd),
-	    r;
+	int r;
 
-	if (n < 0)
-		return n;
-	if (n > 0)
+	if (d->activated > 0)
 		log_info("serving the socket passed by systemd");
 	else {
-		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms);
-		if (r < 0)
+		g_autofree char *why = NULL;
+
+		r = listener_perms_parse(d->opt.mode, d->opt.group, 0660, "--mode", &perms, &why);
+		if (r == 0)
+			r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound,
+					  &why);
+		if (r < 0) {
+			log_error("%s", why);
 			return r;
-		r = listener_bind(d->socket_path, &perms, &d->listen_fd, &d->socket_bound);
-		if (r < 0)
-			return r;
+		}
 		/* Kept with the clients: a successor serves the same socket. */
 		(void)fd_store_put("main", d->listen_fd);
 	}
@@ -453,13 +550,21 @@ static void daemon_reexec(Daemon *d)
 			  d->opt.exe ? d->opt.exe : "the daemon", strerror(errno));
 		return;
 	}
-	/* The senders end (no zombie outlives the exec), and the answers to
-	 * the MADs they were writing go out with the rest. */
-	relay_finish_sends(d->relay);
+	/* The senders end, and the answers to the MADs they were writing go
+	 * out with the rest. */
+	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 	relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 	reexec_add(&x, "main", d->listen_fd);
 	if (d->control_copy >= 0)
 		reexec_add(&x, "control", d->control_copy);
+	/* The CM agent goes along: the class is never free. */
+	{
+		const UmadPort *port = relay_port(d->relay);
+		char name[FD_STORE_NAME_MAX];
+
+		if (fd_store_umad_name(port->dev, port->port, port->agent_id, name))
+			reexec_add(&x, name, port->fd);
+	}
 	relay_handoff_export(d->relay, reexec_add, &x);
 	g_ptr_array_add(names, NULL);
 	joined = g_strjoinv(":", (char **)names->pdata);
@@ -471,6 +576,8 @@ static void daemon_reexec(Daemon *d)
 	for (guint i = 0; i < fds->len; i++)
 		if (fcntl(g_array_index(fds, int, i), F_DUPFD_CLOEXEC, base + (int)i) < 0) {
 			log_error("cannot re-execute: %s; going on as we are", strerror(errno));
+			/* The senders stopped for the hand-off: new ones. */
+			(void)relay_resume_sends(d->relay);
 			return;
 		}
 	snprintf(buf, sizeof(buf), "%d", (int)getpid());
@@ -507,7 +614,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 	if (fd_store_enabled()) {
 		d->handing_off = true;
 		/* The answers to MADs still being written go out with the rest. */
-		relay_finish_sends(d->relay);
+		relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 		relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
 		log_info("stopping: the clients, their GIDs and sessions stay in the fd store "
 			 "for the next start");
@@ -641,9 +748,11 @@ static int run(Daemon *d)
 	uint64_t now;
 	int r;
 
+	if (passed_fds_take(d) < 0)
+		return EXIT_FAILURE;
 	if (port_startup_wait(d->opt.device, d->opt.port, d->opt.wait_for_device_s) < 0)
 		return EXIT_SUCCESS;
-	r = umad_port_open(d->opt.device, d->opt.port, &port);
+	r = port_setup(d, &port);
 	if (r == -EBUSY) {
 		port_startup_log_refused(d->opt.device, d->opt.port);
 		return EXIT_CM_OWNED;
@@ -667,6 +776,8 @@ static int run(Daemon *d)
 	cfg.senders = (uint32_t)d->opt.senders;
 	cfg.max_slow_sends = (uint32_t)d->opt.max_slow_sends;
 	cfg.send_fail_ms = (uint32_t)d->opt.unreachable_cache_ms;
+	cfg.send_timeout_ms = (uint32_t)d->opt.send_timeout_ms;
+	cfg.send_workers = &sender_pool_ops;
 	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = (uint32_t)d->opt.handshake_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = (uint32_t)d->opt.closing_timeout_ms;
 	cfg.timeouts_ms[SESSION_TIMER_SIDR] = (uint32_t)d->opt.sidr_timeout_ms;
@@ -747,13 +858,18 @@ static int run(Daemon *d)
 	r = sd_event_loop(d->event);
 	(void)sd_notify(0, "STOPPING=1");
 	/* Writes still in the sender processes count in the last counters. */
-	relay_finish_sends(d->relay);
+	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
+	/* No successor: the class is free once this process closes its fd. */
+	if (!d->handing_off && d->umad_name[0])
+		fd_store_remove(d->umad_name);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);
 	if (r == -ENODEV)
 		return EXIT_NO_DEVICE;
 	if (r < 0) {
-		log_error("event loop failed: %s", strerror(-r));
+		/* Logged once: by the relay when it ended the loop. */
+		if (!relay_ended_loop(d->relay))
+			log_error("event loop failed: %s", strerror(-r));
 		return EXIT_FAILURE;
 	}
 	log_info("shut down cleanly");

@@ -79,21 +79,21 @@ UNIT_TEST("/listener/perms-parse", test_perms_parse)
 {
 	ListenerPerms p;
 
-	g_assert_cmpint(listener_perms_parse(NULL, NULL, 0660, "--mode", &p), ==, 0);
+	g_assert_cmpint(listener_perms_parse(NULL, NULL, 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.mode, ==, 0660);
 	g_assert_cmpuint(p.gid, ==, (gid_t)-1);
-	g_assert_cmpint(listener_perms_parse("0600", "", 0660, "--mode", &p), ==, 0);
+	g_assert_cmpint(listener_perms_parse("0600", "", 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.mode, ==, 0600);
 	g_assert_cmpuint(p.gid, ==, (gid_t)-1);
-	g_assert_cmpint(listener_perms_parse("0660", "root", 0660, "--mode", &p), ==, 0);
+	g_assert_cmpint(listener_perms_parse("0660", "root", 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.gid, ==, 0);
-	g_assert_cmpint(listener_perms_parse(NULL, "4242", 0660, "--mode", &p), ==, 0);
+	g_assert_cmpint(listener_perms_parse(NULL, "4242", 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.gid, ==, 4242);
-	g_assert_cmpint(listener_perms_parse("rw", NULL, 0660, "--mode", &p), ==, -EINVAL);
-	g_assert_cmpint(listener_perms_parse("0800", NULL, 0660, "--mode", &p), ==, -EINVAL);
-	g_assert_cmpint(listener_perms_parse("", NULL, 0660, "--mode", &p), ==, -EINVAL);
-	g_assert_cmpint(listener_perms_parse("01777", NULL, 0660, "--mode", &p), ==, -EINVAL);
-	g_assert_cmpint(listener_perms_parse(NULL, "no-such-group-xyzzy", 0660, "--group", &p),
+	g_assert_cmpint(listener_perms_parse("rw", NULL, 0660, "--mode", &p, NULL), ==, -EINVAL);
+	g_assert_cmpint(listener_perms_parse("0800", NULL, 0660, "--mode", &p, NULL), ==, -EINVAL);
+	g_assert_cmpint(listener_perms_parse("", NULL, 0660, "--mode", &p, NULL), ==, -EINVAL);
+	g_assert_cmpint(listener_perms_parse("01777", NULL, 0660, "--mode", &p, NULL), ==, -EINVAL);
+	g_assert_cmpint(listener_perms_parse(NULL, "no-such-group-xyzzy", 0660, "--group", &p, NULL),
 			==, -ENOENT);
 }
 
@@ -107,21 +107,21 @@ static void test_stale_socket(Dir *d, gconstpointer data)
 
 	(void)data;
 	/* Nothing there: nothing to do. */
-	g_assert_cmpint(listener_remove_stale_socket(missing), ==, 0);
+	g_assert_cmpint(listener_remove_stale_socket(missing, NULL), ==, 0);
 
 	/* A live socket stays, and so does its file. */
 	fd = listen_at(path);
-	g_assert_cmpint(listener_remove_stale_socket(path), ==, -EADDRINUSE);
+	g_assert_cmpint(listener_remove_stale_socket(path, NULL), ==, -EADDRINUSE);
 	g_assert_cmpint(lstat(path, &st), ==, 0);
 
 	/* Its server gone, the file is stale and goes. */
 	close(fd);
-	g_assert_cmpint(listener_remove_stale_socket(path), ==, 0);
+	g_assert_cmpint(listener_remove_stale_socket(path, NULL), ==, 0);
 	g_assert_cmpint(lstat(path, &st), ==, -1);
 
 	/* A regular file at the path is never removed. */
 	g_assert_true(g_file_set_contents(file, "keep", -1, NULL));
-	g_assert_cmpint(listener_remove_stale_socket(file), ==, -EEXIST);
+	g_assert_cmpint(listener_remove_stale_socket(file, NULL), ==, -EEXIST);
 	g_assert_cmpint(lstat(file, &st), ==, 0);
 	g_assert_true(S_ISREG(st.st_mode));
 }
@@ -139,8 +139,8 @@ static void test_bind(Dir *d, gconstpointer data)
 	(void)data;
 	/* A stale file from a dead daemon is replaced. */
 	close(listen_at(path));
-	g_assert_cmpint(listener_perms_parse("0640", NULL, 0660, "--mode", &p), ==, 0);
-	g_assert_cmpint(listener_bind(path, &p, &fd, &bound), ==, 0);
+	g_assert_cmpint(listener_perms_parse("0640", NULL, 0660, "--mode", &p, NULL), ==, 0);
+	g_assert_cmpint(listener_bind(path, &p, &fd, &bound, NULL), ==, 0);
 	g_assert_true(bound);
 	g_assert_cmpint(stat(path, &st), ==, 0);
 	g_assert_cmpuint(st.st_mode & 0777, ==, 0640);
@@ -152,7 +152,7 @@ static void test_bind(Dir *d, gconstpointer data)
 
 	/* A second daemon on the same path refuses and leaves ours alone. */
 	bound = false;
-	g_assert_cmpint(listener_bind(path, &p, &second, &bound), ==, -EADDRINUSE);
+	g_assert_cmpint(listener_bind(path, &p, &second, &bound, NULL), ==, -EADDRINUSE);
 	g_assert_false(bound);
 	g_assert_cmpint(second, ==, -1);
 	c = connect_to(path);
@@ -161,12 +161,12 @@ static void test_bind(Dir *d, gconstpointer data)
 	close(fd);
 
 	g_assert_true(g_file_set_contents(file, "keep", -1, NULL));
-	g_assert_cmpint(listener_bind(file, &p, &second, &bound), ==, -EEXIST);
+	g_assert_cmpint(listener_bind(file, &p, &second, &bound, NULL), ==, -EEXIST);
 
 	memset(long_path, 'x', sizeof(long_path) - 1);
 	long_path[0] = '/';
 	long_path[sizeof(long_path) - 1] = 0;
-	g_assert_cmpint(listener_bind(long_path, &p, &second, &bound), ==, -ENAMETOOLONG);
+	g_assert_cmpint(listener_bind(long_path, &p, &second, &bound, NULL), ==, -ENAMETOOLONG);
 }
 
 /*

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -95,5 +96,31 @@ uint64_t now_usec(void);
 /* @event's now (one value per dispatch), or now_usec() before its loop
  * first ran (sd_event_now() fails then). */
 uint64_t event_now_usec(sd_event *event);
+
+/*
+ * A monotonic clock in microseconds, chosen by whoever builds the unit
+ * that reads it: the event loop's (usec_clock_of_event()), or a test's.
+ */
+typedef struct UsecClock {
+	uint64_t (*now)(void *userdata);
+	void *userdata;
+} UsecClock;
+
+static inline uint64_t usec_clock_now(const UsecClock *c)
+{
+	return c->now(c->userdata);
+}
+
+/* @event's clock (event_now_usec()); @event must outlive it. */
+UsecClock usec_clock_of_event(sd_event *event);
+
+/**
+ * fd_write_all() - write all @len bytes of @buf to @fd, at @offset, or at
+ * the file position when @offset is negative, resuming after short writes
+ * and EINTR.
+ * Return: 0, -ENOSPC when the fd took nothing more (a full disk), or the
+ * write's negative errno.
+ */
+int fd_write_all(int fd, const void *buf, size_t len, off_t offset);
 
 #endif /* RDMACM_MUX_UTIL_H */

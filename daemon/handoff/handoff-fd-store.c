@@ -83,3 +83,44 @@ bool fd_store_parse_client_name(const char *name, uint32_t *ret_id)
 	*ret_id = (uint32_t)v;
 	return true;
 }
+
+const char *fd_store_umad_name(const char *dev, int port, int agent_id,
+			       char buf[FD_STORE_NAME_MAX])
+{
+	int n = snprintf(buf, FD_STORE_NAME_MAX, FD_STORE_UMAD_PREFIX "%d.%d.%s", port, agent_id,
+			 dev);
+
+	return n > 0 && n < FD_STORE_NAME_MAX ? buf : NULL;
+}
+
+/* A decimal number of 1 to 3 digits at *@p, followed by '.'. */
+static bool fd_store_parse_small(const char **p, int *ret)
+{
+	int v = 0, digits = 0;
+
+	while (**p >= '0' && **p <= '9' && digits < 3) {
+		v = v * 10 + (**p - '0');
+		(*p)++;
+		digits++;
+	}
+	if (digits == 0 || **p != '.')
+		return false;
+	(*p)++;
+	*ret = v;
+	return true;
+}
+
+bool fd_store_parse_umad_name(const char *name, int *ret_port, int *ret_agent,
+			      const char **ret_dev)
+{
+	const char *p = name + strlen(FD_STORE_UMAD_PREFIX);
+	int port, agent;
+
+	if (strncmp(name, FD_STORE_UMAD_PREFIX, strlen(FD_STORE_UMAD_PREFIX)) != 0 ||
+	    !fd_store_parse_small(&p, &port) || !fd_store_parse_small(&p, &agent) || !*p)
+		return false;
+	*ret_port = port;
+	*ret_agent = agent;
+	*ret_dev = p;
+	return true;
+}

@@ -10,7 +10,10 @@
  * under the other name of its kind, see handoff-relay.c), and "client.N"
  * for the socket of client N.
  * A listening socket the daemon bound itself is kept as "main" or
- * "control", so that it comes back as if passed by socket activation.
+ * "control", so that it comes back as if passed by socket activation. The
+ * umad fd is "umad.PORT.AGENT.DEV": while the store holds it, the CM agent
+ * AGENT stays registered on DEV/PORT and the kernel queues the MADs that
+ * come for it; the next process reads them on it and registers nothing.
  */
 #ifndef RDMACM_MUX_FD_STORE_H
 #define RDMACM_MUX_FD_STORE_H
@@ -25,6 +28,9 @@
 #define FD_STORE_STATE_ALT "state~"
 #define FD_STORE_SESSIONS_ALT "sessions~"
 #define FD_STORE_CLIENT_PREFIX "client."
+#define FD_STORE_UMAD_PREFIX "umad."
+/* Room for any name the daemon stores (a device name is at most 64 bytes). */
+#define FD_STORE_NAME_MAX 96
 
 /**
  * fd_store_setup() - use the store when @wanted and a supervisor listens
@@ -55,5 +61,17 @@ const char *fd_store_client_name(uint32_t id, char buf[32]);
  * Return: true with *@ret_id set, or false for another name.
  */
 bool fd_store_parse_client_name(const char *name, uint32_t *ret_id);
+
+/* "umad.PORT.AGENT.DEV" for the umad fd of @dev/@port whose CM agent is
+ * @agent_id, in @buf; NULL when @dev does not fit. */
+const char *fd_store_umad_name(const char *dev, int port, int agent_id,
+			       char buf[FD_STORE_NAME_MAX]);
+/**
+ * fd_store_parse_umad_name() - the port, agent id and device of a
+ * "umad.PORT.AGENT.DEV" name (*@ret_dev points into @name).
+ * Return: true, or false for another name.
+ */
+bool fd_store_parse_umad_name(const char *name, int *ret_port, int *ret_agent,
+			      const char **ret_dev);
 
 #endif

@@ -631,8 +631,6 @@ static void relay_handoff_refuse_buffered(Relay *r, RelayClient *c)
 	unsigned n = client_peek_frames(&c->conn, &peeked), refused = 0;
 	struct rdmacm_mux_msg *m;
 
-	if (c->conn.fd < 0)
-		return;
 	/* Only what is buffered: client_next_frame() reads no more while a
 	 * whole frame is. */
 	while (refused < n && client_next_frame(&c->conn, &m) == 1 &&

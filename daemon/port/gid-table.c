@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Owns reading a port's GID table from sysfs, looking GIDs up in it, and
- * re-reading the entries the relay is about to act on (gid-table.h). */
+/* Owns a port's GID table (gid-table.h): reading it from its source (sysfs
+ * here), looking GIDs up in it, and re-reading the entries the relay is
+ * about to act on. */
 #include "gid-table.h"
 
 #include <dirent.h>
@@ -16,9 +17,14 @@ typedef struct GidEntry {
 	uint64_t verified_epoch; /* the caller's epoch in which it was last read */
 } GidEntry;
 
-struct GidTable {
-	char *dir; /* .../ports/N */
+/* The sysfs source's: the port's directory. */
+typedef struct GidSysfs {
+	char *dir;	/* .../ports/N */
 	char *gids_dir; /* .../ports/N/gids */
+} GidSysfs;
+
+struct GidTable {
+	GidTableSource src;
 	unsigned size;
 	GidEntry *gids;
 	uint8_t *types;
@@ -55,47 +61,31 @@ static GidType parse_type(const char *s)
 
 int gid_table_reload(GidTable *t)
 {
-	g_autofree char *gids_dir = g_strdup_printf("%s/gids", t->dir);
+	static const uint8_t none[GID_LEN];
 	g_autoptr(GHashTable) by_gid = NULL;
 	g_autofree GidEntry *gids = NULL;
 	g_autofree uint8_t *types = NULL;
-	unsigned size = 0;
-	DIR *d;
-	struct dirent *de;
+	int n = t->src.count(t->src.userdata);
+	unsigned size;
 
 	t->last_reload = now_usec();
-	d = opendir(gids_dir);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char *end;
-		unsigned long k = strtoul(de->d_name, &end, 10);
-		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && *end == '\0' &&
-		    k < 65536 && k + 1 > size)
-			size = (unsigned)k + 1;
-	}
-	closedir(d);
-
+	if (n < 0)
+		return n;
+	size = (unsigned)n;
 	gids = g_new0(GidEntry, size ? size : 1);
 	for (unsigned k = 0; k < size; k++)
 		gids[k].verified_epoch = t->epoch;
 	types = g_new0(uint8_t, size ? size : 1);
 	by_gid = g_hash_table_new(gid_hash, gid_hash_equal);
 	for (unsigned k = 0; k < size; k++) {
-		char path[4096], text[128];
-
-		snprintf(path, sizeof(path), "%s/%u", gids_dir, k);
-		if (read_small_file(path, text, sizeof(text)) < 0 ||
-		    gid_from_string(text, gids[k].raw) < 0 || gid_is_zero(gids[k].raw)) {
+		if (t->src.read(t->src.userdata, k, none, gids[k].raw) < 0 ||
+		    gid_is_zero(gids[k].raw)) {
 			memset(gids[k].raw, 0, GID_LEN);
 			continue;
 		}
 		/* An entry whose type cannot be read is not usable (the
 		 * kernel answers EINVAL for entries being torn down). */
-		snprintf(path, sizeof(path), "%s/gid_attrs/types/%u", t->dir, k);
-		types[k] = read_small_file(path, text, sizeof(text)) == 0
-				   ? (uint8_t)parse_type(text)
-				   : GID_TYPE_UNKNOWN;
+		types[k] = (uint8_t)t->src.type(t->src.userdata, k);
 	}
 	for (unsigned k = 0; k < size; k++) {
 		gpointer old;
@@ -130,13 +120,12 @@ int gid_table_reload(GidTable *t)
 	return 0;
 }
 
-int gid_table_open(const char *dev, int port, GidTable **ret)
+int gid_table_new(const GidTableSource *src, GidTable **ret)
 {
 	g_autoptr(GidTable) t = g_new0(GidTable, 1);
 	int r;
 
-	t->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d", sysfs_root(), dev, port);
-	t->gids_dir = g_strdup_printf("%s/gids", t->dir);
+	t->src = *src;
 	r = gid_table_reload(t);
 	if (r < 0)
 		return r;
@@ -152,9 +141,69 @@ void gid_table_free(GidTable *t)
 		g_hash_table_unref(t->by_gid);
 	g_free(t->gids);
 	g_free(t->types);
-	g_free(t->dir);
-	g_free(t->gids_dir);
+	if (t->src.free)
+		t->src.free(t->src.userdata);
 	g_free(t);
+}
+
+/* ---- the sysfs source ---- */
+
+static int gid_sysfs_count(void *userdata)
+{
+	GidSysfs *fs = userdata;
+	unsigned size = 0;
+	struct dirent *de;
+	DIR *d = opendir(fs->gids_dir);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long k = strtoul(de->d_name, &end, 10);
+
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && *end == '\0' &&
+		    k < 65536 && k + 1 > size)
+			size = (unsigned)k + 1;
+	}
+	closedir(d);
+	return (int)size;
+}
+
+static GidType gid_sysfs_type(void *userdata, unsigned index)
+{
+	GidSysfs *fs = userdata;
+	char path[4096], text[128];
+
+	snprintf(path, sizeof(path), "%s/gid_attrs/types/%u", fs->dir, index);
+	return read_small_file(path, text, sizeof(text)) == 0 ? parse_type(text) : GID_TYPE_UNKNOWN;
+}
+
+static void gid_sysfs_free(void *userdata)
+{
+	GidSysfs *fs = userdata;
+
+	g_free(fs->dir);
+	g_free(fs->gids_dir);
+	g_free(fs);
+}
+
+static int gid_sysfs_read(void *userdata, unsigned index, const uint8_t expect[GID_LEN],
+			  uint8_t gid[GID_LEN]);
+
+int gid_table_open(const char *dev, int port, GidTable **ret)
+{
+	GidSysfs *fs = g_new0(GidSysfs, 1);
+	GidTableSource src = {
+		.count = gid_sysfs_count,
+		.read = gid_sysfs_read,
+		.type = gid_sysfs_type,
+		.free = gid_sysfs_free,
+		.userdata = fs,
+	};
+
+	fs->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d", sysfs_root(), dev, port);
+	fs->gids_dir = g_strdup_printf("%s/gids", fs->dir);
+	return gid_table_new(&src, ret);
 }
 
 static bool may_reload(const GidTable *t)
@@ -189,17 +238,17 @@ static void gid_sysfs_text(const uint8_t raw[GID_LEN], char *buf)
 }
 
 /* ".../gids/INDEX" in @buf, without snprintf: this runs per MAD batch. */
-static const char *gid_entry_path(const GidTable *t, unsigned index, char *buf, size_t len)
+static const char *gid_entry_path(const GidSysfs *fs, unsigned index, char *buf, size_t len)
 {
 	char digits[12];
-	size_t n = 0, dir = strlen(t->gids_dir);
+	size_t n = 0, dir = strlen(fs->gids_dir);
 
 	do
 		digits[n++] = (char)('0' + index % 10);
 	while ((index /= 10) && n < sizeof(digits));
 	if (dir + 1 + n + 1 > len)
 		return NULL;
-	memcpy(buf, t->gids_dir, dir);
+	memcpy(buf, fs->gids_dir, dir);
 	buf[dir++] = '/';
 	while (n)
 		buf[dir++] = digits[--n];
@@ -207,12 +256,32 @@ static const char *gid_entry_path(const GidTable *t, unsigned index, char *buf, 
 	return buf;
 }
 
-/* The slow part of gid_table_refresh_entry(), out of line: its 4 KiB of
- * buffers would otherwise make every call probe the stack. */
+static int gid_sysfs_read(void *userdata, unsigned index, const uint8_t expect[GID_LEN],
+			  uint8_t gid[GID_LEN])
+{
+	GidSysfs *fs = userdata;
+	char path[4096], text[128], had[GID_SYSFS_LEN + 1];
+	int r;
+
+	if (!gid_entry_path(fs, index, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	r = read_small_file(path, text, sizeof(text));
+	if (r < 0)
+		return r;
+	/* Unchanged, the text is what we would print: no parse. */
+	gid_sysfs_text(expect, had);
+	if (strcmp(text, had) == 0) {
+		memcpy(gid, expect, GID_LEN);
+		return 0;
+	}
+	return gid_from_string(text, gid);
+}
+
+/* The slow part of gid_table_refresh_entry(), out of line: the sysfs
+ * source's buffers would otherwise make every call probe the stack. */
 static __attribute__((noinline)) void gid_table_reread_entry(GidTable *t, unsigned index,
 								 uint64_t epoch)
 {
-	char path[4096], text[128], expect[GID_SYSFS_LEN + 1];
 	uint8_t now[GID_LEN];
 
 	if (index >= t->size) {
@@ -220,19 +289,8 @@ static __attribute__((noinline)) void gid_table_reread_entry(GidTable *t, unsign
 			(void)gid_table_reload(t);
 		return;
 	}
-	if (!gid_entry_path(t, index, path, sizeof(path)) ||
-	    read_small_file(path, text, sizeof(text)) < 0) {
+	if (t->src.read(t->src.userdata, index, t->gids[index].raw, now) < 0)
 		memset(now, 0, GID_LEN);
-	} else {
-		/* Unchanged, the text is what we would print: no parse. */
-		gid_sysfs_text(t->gids[index].raw, expect);
-		if (strcmp(text, expect) == 0) {
-			t->gids[index].verified_epoch = epoch;
-			return;
-		}
-		if (gid_from_string(text, now) < 0)
-			memset(now, 0, GID_LEN);
-	}
 	if (gid_equal(now, t->gids[index].raw)) {
 		t->gids[index].verified_epoch = epoch;
 		return;
@@ -271,6 +329,9 @@ bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], ui
 
 bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8)
 {
+	/* The zero GID is no GID: an empty entry is not its place. */
+	if (gid_is_zero(gid))
+		return false;
 	for (unsigned k = index8; k < t->size; k += GID_TABLE_UMAD_INDEXES)
 		if (gid_equal(t->gids[k].raw, gid))
 			return true;

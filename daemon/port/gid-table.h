@@ -6,6 +6,9 @@
  * $SYSFS_PATH/class/infiniband/DEV/ports/N/gids/K (and gid_attrs/types/K),
  * as rdma-core's tools do. SYSFS_PATH (default /sys) moves the root; the
  * simulated fabric writes the same tree, so tests run this very code.
+ * Where the entries come from is a source chosen when the table is made:
+ * sysfs (gid_table_open()), or another (gid_table_new(): the in-process
+ * tests' port keeps its table in memory).
  *
  * GIDs come and go with IP addresses, and when one goes another may take
  * its index at once. So the entries the relay acts on are re-read before
@@ -33,11 +36,33 @@ typedef enum GidType {
 
 typedef struct GidTable GidTable;
 
+/* Where a table's entries come from. */
+typedef struct GidTableSource {
+	/* Entries in the table (its highest index + 1), or a negative errno. */
+	int (*count)(void *userdata);
+	/* Entry @index now in @gid (all zero when empty); @expect is what the
+	 * table holds for it (a source may compare rather than parse).
+	 * Return: 0, or a negative errno (the entry reads as empty). */
+	int (*read)(void *userdata, unsigned index, const uint8_t expect[GID_LEN],
+		    uint8_t gid[GID_LEN]);
+	/* Entry @index's type (GID_TYPE_UNKNOWN when it cannot be read). */
+	GidType (*type)(void *userdata, unsigned index);
+	/* Free @userdata (or NULL). */
+	void (*free)(void *userdata);
+	void *userdata;
+} GidTableSource;
+
 /**
- * gid_table_open() - read the GID table of @dev port @port.
+ * gid_table_open() - read the GID table of @dev port @port from sysfs.
  * Return: 0, or a negative errno (-ENOENT: no such sysfs directory).
  */
 int gid_table_open(const char *dev, int port, GidTable **ret);
+/**
+ * gid_table_new() - a table whose entries come from @src (its userdata is
+ * the table's from now on, freed with it, also on failure).
+ * Return: 0 or a negative errno.
+ */
+int gid_table_new(const GidTableSource *src, GidTable **ret);
 void gid_table_free(GidTable *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(GidTable, gid_table_free)
 
@@ -52,8 +77,8 @@ int gid_table_reload(GidTable *t);
 int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN]);
 
 /**
- * gid_table_get() - the GID at @index now: the entry is re-read from sysfs
- * unless that was done in @epoch already.
+ * gid_table_get() - the GID at @index now: the entry is re-read from its
+ * source unless that was done in @epoch already.
  * Return: the GID (valid until the next call), or NULL for an empty entry.
  */
 const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch);
@@ -67,7 +92,8 @@ bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], ui
  */
 #define GID_TABLE_UMAD_INDEXES 256
 
-/* Whether @gid sits at an index whose low 8 bits are @index8. */
+/* Whether @gid (not the zero GID) sits at an index whose low 8 bits are
+ * @index8. */
 bool gid_table_matches_index8(GidTable *t, const uint8_t gid[GID_LEN], uint8_t index8);
 
 unsigned gid_table_size(const GidTable *t);

@@ -137,4 +137,28 @@ UNIT_FIXTURE_TEST("/gid-table/missing-port", NULL, fixture_setup, test_missing_p
 	g_assert_null(t);
 }
 
+/*
+ * A table past the 256 indexes a umad header carries (soft-RoCE has 1024):
+ * a received index names entries 2, 258, 514...; a GID found at one of
+ * them matches, and the zero GID never does, though the empty entries
+ * read as zero (a REQ whose RemotePortGID is zero was routed to "::").
+ */
+UNIT_FIXTURE_TEST("/gid-table/index8", NULL, fixture_setup, test_index8)
+{
+	g_autoptr(GidTable) t = NULL;
+	uint8_t gid[16], zero[16] = { 0 };
+	(void)data;
+
+	for (unsigned k = 4; k < 600; k++)
+		write_entry(f, k, "0000:0000:0000:0000:0000:0000:0000:0000\n", NULL);
+	write_entry(f, 514, "0000:0000:0000:0000:0000:ffff:0a00:0202\n", "RoCE v2\n");
+	g_assert_cmpint(gid_table_open("simX", 1, &t), ==, 0);
+	g_assert_cmpuint(gid_table_size(t), ==, 600);
+	g_assert_cmpint(gid_from_string("::ffff:10.0.2.2", gid), ==, 0);
+	g_assert_true(gid_table_matches_index8(t, gid, 2));
+	g_assert_false(gid_table_matches_index8(t, gid, 3));
+	g_assert_false(gid_table_matches_index8(t, zero, 3));
+	g_assert_false(gid_table_matches_index8(t, zero, 2));
+}
+
 UNIT_TEST_MAIN()

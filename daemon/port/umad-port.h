@@ -6,6 +6,12 @@
  * Send method, send with timeout_ms=0 (the kernel then never queues the
  * header-only ETIMEDOUT echo), and receive without blocking. Also knows the
  * port's link layer and its GID table.
+ *
+ * What a port does with MADs is a table of operations chosen when it is
+ * made: libibumad's for a port of the kernel (umad_port_open(),
+ * umad_port_adopt()), or another implementation's for a port made
+ * elsewhere (the tests' stand-in, which the daemon never links). Callers
+ * go through the functions below either way.
  */
 #ifndef RDMACM_MUX_UMAD_PORT_H
 #define RDMACM_MUX_UMAD_PORT_H
@@ -24,18 +30,45 @@ typedef struct UmadBuffer {
 	uint8_t mad[RDMACM_MUX_MAD_SIZE];
 } UmadBuffer;
 
-typedef struct UmadPort {
+typedef struct UmadPort UmadPort;
+
+/*
+ * A umad fd of its own for one sender process, with a send-only CM agent
+ * (no method mask: it never competes for the class, and replies still
+ * come to the port's agent, because CM messages are all Sends). The kernel
+ * holds a fd's mutex for a whole write, address resolution included
+ * (about a second for an unreachable RoCE destination), so senders that
+ * shared a fd would wait for each other, and the loop's own reads and
+ * polls on it would wait too.
+ */
+typedef struct UmadSendFd {
+	const UmadPort *port;
+	int fd;
+	int agent_id;
+} UmadSendFd;
+
+/* What a port does; every function as the umad_port_*() that calls it. */
+typedef struct UmadPortOps {
+	int (*send)(UmadPort *p, UmadBuffer *buf, size_t mad_len);
+	int (*recv)(UmadPort *p, UmadBuffer *buf, size_t *mad_len);
+	int (*open_send_fd)(const UmadPort *p, UmadSendFd *ret);
+	int (*send_on)(const UmadSendFd *s, UmadBuffer *buf, size_t mad_len);
+	void (*close_send_fd)(UmadSendFd *s);
+	/* Release the device side (the fd and what hangs on it). */
+	void (*release)(UmadPort *p);
+} UmadPortOps;
+
+struct UmadPort {
+	const UmadPortOps *ops;
+	void *ops_data; /* the implementation's */
 	char *dev;
 	int port;
-	int fd; /* libibumad's portid, which is the fd */
+	int fd; /* the fd the loop polls (libibumad's portid is the fd) */
 	int agent_id;
 	bool roce;    /* Ethernet link layer: every send needs a GRH */
 	uint16_t lid; /* IB only */
 	GidTable *gids;
-	/* In-process drivers (fuzzers) only: no device, sends go here. */
-	int (*fake_send)(void *userdata, UmadBuffer *buf, size_t mad_len);
-	void *fake_userdata;
-} UmadPort;
+};
 
 /**
  * umad_port_open() - open @dev/@port and register as its CM agent.
@@ -49,38 +82,41 @@ typedef struct UmadPort {
  * negative errno.
  */
 int umad_port_open(const char *dev, int port, UmadPort **ret);
-void umad_port_close(UmadPort *p);
 
 /**
- * umad_port_new_fake() - a port with no device, for in-process drivers
- * (umad-port-fake.c: tests and fuzzers only). The GID table is read from
- * sysfs as usual (SYSFS_PATH); the fd is an eventfd that never becomes
- * readable; sends go to @send.
+ * umad_port_adopt() - take over @fd, a umad fd of @dev/@port on which a
+ * previous process of the daemon registered the CM agent @agent_id (the fd
+ * store kept it over a restart): no new registration, so the class was
+ * never free and the MADs that came meanwhile wait in the fd's queue.
+ * Checks what can be checked of @fd (open for reading and writing; when it
+ * is a character device, the umad device of @dev/@port); @fd is closed
+ * when it does not hold up.
+ * Return: 0; -EBADF when @fd is not that port's; another negative errno
+ * as umad_port_open() (the port's information could not be read).
+ * Nothing is logged: the caller says what it does instead.
  */
-int umad_port_new_fake(const char *dev, int port, bool roce,
-		       int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
-		       void *userdata, UmadPort **ret);
+int umad_port_adopt(const char *dev, int port, int fd, int agent_id, UmadPort **ret);
+
+/* Close the port. Its agent ends with the last copy of its fd (the fd
+ * store may keep one for a successor). NULL-safe. */
+void umad_port_close(UmadPort *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(UmadPort, umad_port_close)
+
+/**
+ * umad_port_new() - a port whose operations are @ops (@ops_data theirs),
+ * with @fd for the loop to poll, and @gids as its GID table, or, when NULL,
+ * the one of @dev/@port read from sysfs (SYSFS_PATH). For implementations
+ * other than libibumad's. @fd and @gids are taken over.
+ * Return: 0 or a negative errno (@fd and @gids are freed).
+ */
+int umad_port_new(const char *dev, int port, bool roce, int fd, const UmadPortOps *ops,
+		  void *ops_data, GidTable *gids, UmadPort **ret);
 
 /**
  * umad_port_send() - send one MAD; @buf->hdr.addr must be complete.
  * Return: 0, or the negative errno of the kernel's write().
  */
 int umad_port_send(UmadPort *p, UmadBuffer *buf, size_t mad_len);
-
-/*
- * A umad fd of its own for one sender process, with a send-only CM agent
- * (no method mask: it never competes for the class, and replies still
- * come to the port's agent, because CM messages are all Sends). The kernel
- * holds a fd's mutex for a whole write, address resolution included
- * (about a second for an unreachable RoCE destination), so senders that
- * shared a fd would wait for each other, and the loop's own reads and
- * polls on it would wait too.
- */
-typedef struct UmadSendFd {
-	int fd;
-	int agent_id;
-} UmadSendFd;
 
 /* Open a send fd on @p's device and port. Return: 0 or a negative errno. */
 int umad_port_open_send_fd(const UmadPort *p, UmadSendFd *ret);

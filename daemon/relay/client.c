@@ -454,14 +454,14 @@ unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_
 {
 	unsigned n = 0;
 
-	/* (Only clients without a socket are drained, and their sends are
-	 * never deferred, so nothing here is reserved.) */
-	while (c->resp.len > 0) {
+	/* In writing order: a reserved response holds up what follows it,
+	 * inbound MADs included, as on a socket (client_has_output()). */
+	while (c->resp.len > 0 && frame_queue_at(&c->resp, 0)->hdr.msg_type != CLIENT_RESERVED_FRAME) {
 		fn(userdata, frame_queue_at(&c->resp, 0));
 		frame_queue_pop(&c->resp);
 		n++;
 	}
-	while (c->mad.len > 0) {
+	while (c->mad.len > 0 && c->resp.reserved == 0) {
 		fn(userdata, frame_queue_at(&c->mad, 0));
 		frame_queue_pop(&c->mad);
 		n++;

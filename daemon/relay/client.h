@@ -154,8 +154,10 @@ uint32_t client_queued(const Client *c);
 uint32_t client_queued_mads(const Client *c);
 uint32_t client_mad_quota(const Client *c);
 
-/* Hand every queued frame to @fn in writing order and empty the queues
- * (for clients without a socket). Return: the number of frames. */
+/* Hand every frame that may be written now to @fn, in writing order, and
+ * take it off its queue (for clients without a socket); a reserved
+ * response stops it, as it stops client_flush(). Return: the number of
+ * frames. */
 unsigned client_drain(Client *c, void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
 		      void *userdata);
 

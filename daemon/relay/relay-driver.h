@@ -1,16 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Drive a Relay in-process, with no sockets and no umad device: for the
- * stateful fuzzer and unit tests of the relay logic. The relay runs the
- * same code as in the daemon; only the edges are replaced: clients are
- * "virtual" (no fd: their output stays queued until drained), the port is
- * a fake (umad_port_new_fake), wire MADs are injected, and time is set by
- * the caller.
+ * Drive a Relay in-process, with no sockets, no umad device and no
+ * processes: for the stateful fuzzer and unit tests of the relay logic.
+ * The relay runs the same code as in the daemon; only the edges differ,
+ * and they are chosen when the relay is made (relay_driver_new()):
+ *   - clients are "virtual" (no fd): the frames they send wait in their
+ *     input buffer as they would in a socket, and what the relay writes to
+ *     them stays queued until drained;
+ *   - the port is a fake (umad-port-fake.h) and wire MADs are injected;
+ *   - time is the caller's (relay_driver_set_time());
+ *   - the senders are stand-ins: a MAD handed to one stays "in flight"
+ *     until the caller says how its write ends (relay_driver_send_end()),
+ *     or a stop cuts it short.
  */
 #ifndef RDMACM_MUX_RELAY_DRIVER_H
 #define RDMACM_MUX_RELAY_DRIVER_H
 
 #include "relay.h"
+
+/**
+ * relay_driver_new() - relay_new() with the driver's clock (starting at
+ * 1 s) and @senders stand-in senders (cfg->senders is ignored).
+ * Return: 0 or a negative errno.
+ */
+int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, unsigned senders,
+		     Relay **ret);
 
 /* Use @now (monotonic usec) as the relay's clock from now on. */
 void relay_driver_set_time(Relay *r, uint64_t now);
@@ -25,12 +39,19 @@ void relay_driver_remove_client(Relay *r, uint32_t client_id);
 /* Whether the client is still connected (bad frames can drop it). */
 bool relay_driver_has_client(const Relay *r, uint32_t client_id);
 /* Whether the relay stopped reading the client until it reads its
- * responses (relay_driver_drain()). */
+ * responses (relay_driver_drain()) or a send is done. */
 bool relay_driver_client_paused(Relay *r, uint32_t client_id);
+/* Frames the client sent that the relay has not read yet. */
+unsigned relay_driver_client_unread(Relay *r, uint32_t client_id);
+/* The client's MADs with the senders: their answers' places are kept. */
+unsigned relay_driver_client_waiting(Relay *r, uint32_t client_id);
 
 /**
- * relay_driver_request() - the client sends one frame.
- * Return: 0, or -ENOENT when there is no such client.
+ * relay_driver_request() - the client sends one frame. The relay reads it
+ * at once unless it stopped reading the client; then it waits, behind the
+ * others, as in a socket.
+ * Return: 0; -ENOENT when there is no such client; -EAGAIN when the
+ * client has CLIENT_INPUT_FRAMES frames unread already (drain it first).
  */
 int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_msg *m);
 
@@ -38,13 +59,51 @@ int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_m
 void relay_driver_wire_mad(Relay *r, const UmadBuffer *buf, size_t mad_len);
 
 /* Take every frame queued to a client, oldest first, in writing order
- * (responses before inbound MADs). Return: the number of frames. */
+ * (responses before inbound MADs); then the relay reads the frames that
+ * waited, if it may. Return: the number of frames taken. */
 unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 			    void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
 			    void *userdata);
 
 /* Run the session timers up to the current time. Return: sessions removed. */
 unsigned relay_driver_run_timers(Relay *r);
+
+/* ---- the stand-in senders ---- */
+
+/* How a write in flight ends (relay_driver_send_end()). */
+typedef enum RelayDriverSendEnd {
+	RELAY_DRIVER_SEND_WRITE,   /* written on the port: its send decides */
+	RELAY_DRIVER_SEND_FAIL,	   /* the write fails with the given errno */
+	RELAY_DRIVER_SEND_LOSE,	   /* the sender dies in the middle of it */
+	RELAY_DRIVER_SEND_TIMEOUT, /* past its deadline: the sender is killed */
+} RelayDriverSendEnd;
+
+/* MADs a stand-in sender has (in flight), oldest first. */
+unsigned relay_driver_sends_in_flight(Relay *r);
+/* The MAD of write @i in flight, as it goes on the wire, or NULL. */
+const UmadBuffer *relay_driver_send_peek(Relay *r, unsigned i, size_t *mad_len);
+/**
+ * relay_driver_send_end() - write @i in flight ends as @how says (@err:
+ * the negative errno of RELAY_DRIVER_SEND_FAIL). A lost or killed sender
+ * is replaced at once, as the daemon's are.
+ * Return: 0, or -ENOENT when there is no write @i.
+ */
+int relay_driver_send_end(Relay *r, unsigned i, RelayDriverSendEnd how, int err);
+/* How many stand-in senders are live (0: none, and none on its way: a
+ * MAD that would wait for one answers -EAGAIN). Writes in flight stay. */
+void relay_driver_set_senders(Relay *r, unsigned live);
+
+/* From now on a MAD handed to a sender is written at once, as by a sender
+ * that never waits (@at_once), or stays in flight (the default). */
+void relay_driver_set_send_at_once(Relay *r, bool at_once);
+
+/**
+ * relay_driver_handoff() - what the daemon does at a planned restart:
+ * stop the senders (writes in flight answer -ETIMEDOUT, the MADs queued
+ * for them -EAGAIN) and answer every frame the clients sent and the relay
+ * did not read (-EAGAIN). The relay takes no more work afterwards.
+ */
+void relay_driver_handoff(Relay *r);
 
 /**
  * relay_check_invariants() - verify the relay's internal consistency: every
@@ -54,5 +113,10 @@ unsigned relay_driver_run_timers(Relay *r);
  * Return: NULL, or a description of the first violation (static storage).
  */
 const char *relay_check_invariants(Relay *r);
+/* relay_check_invariants() but for the sweep of the session table's
+ * indexes (session_table_check()), the part whose cost grows with the
+ * table's capacity: for a check after every step of a fuzzer, with the
+ * whole one now and then. */
+const char *relay_check_invariants_cheap(Relay *r);
 
 #endif /* RDMACM_MUX_RELAY_DRIVER_H */

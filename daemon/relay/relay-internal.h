@@ -4,14 +4,16 @@
  * itself, the relay's per-client state (RelayClient, which embeds the
  * client's transport), and the calls between the units:
  *
- *   relay.c         life cycle, the client table and its epoll set,
- *                   request dispatch (REG, UNREG, HELLO, stats), responses,
- *                   session state changes and timers
- *   relay-tx.c      client -> wire: checking, remapping and sending MADs
- *   relay-rx.c      wire -> client: receiving, routing and delivering MADs
- *   relay-events.c  event sinks, trace lines and counter names
- *   relay-driver.c  (tests and fuzzers only) the in-process driver and
- *                   the invariant checks
+ *   relay.c          life cycle, the client table and its epoll set,
+ *                    request dispatch (REG, UNREG, HELLO, stats), responses
+ *                    and GID ownership
+ *   relay-sessions.c sessions' life: creation within the budgets, state
+ *                    changes, the timer that expires them
+ *   relay-tx.c       client -> wire: checking, remapping and sending MADs
+ *   relay-rx.c       wire -> client: receiving, routing and delivering MADs
+ *   relay-events.c   event sinks, trace lines and counter names
+ *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
+ *                    clock and senders, and the invariant checks
  */
 #ifndef RDMACM_MUX_RELAY_INTERNAL_H
 #define RDMACM_MUX_RELAY_INTERNAL_H
@@ -90,7 +92,7 @@ struct Relay {
 	GHashTable *clients;	/* id -> RelayClient* (owned) */
 	GHashTable *gid_owners; /* GID (owned key) -> RelayClient* */
 	sd_event_source *umad_io;
-	UmadSender *sender; /* NULL: every send inline (the fake port) */
+	UmadSender *sender;
 	/* Client sockets are in an epoll set of ours, itself one event source:
 	 * one sd-event dispatch serves every client that is ready, instead of
 	 * one dispatch (and one epoll_wait) per client and wake-up. */
@@ -98,7 +100,9 @@ struct Relay {
 	sd_event_source *clients_io;
 	uint32_t *fd_events; /* events registered for each client fd */
 	size_t n_fd_events;
-	UmadBuffer *rx_batch; /* RELAY_UMAD_BATCH received MADs, delivered together */
+	/* RELAY_UMAD_BATCH received MADs, delivered together; made at the
+	 * first receive. */
+	UmadBuffer *rx_batch;
 	size_t *rx_len;
 	sd_event_source *timer;
 	uint64_t timer_armed_at;
@@ -108,12 +112,13 @@ struct Relay {
 	GArray *resumed; /* client ids */
 	sd_event_source *resume_src;
 	GArray *sinks;	  /* RelayEventSink */
-	uint64_t driver_now; /* relay-driver.h: a caller-set clock, 0 if unused */
-	uint64_t dispatch_now; /* sd_event_now() of the dispatch under way, 0 outside */
+	UsecClock clock; /* RelayConfig's, or the loop's */
+	uint64_t dispatch_now; /* the clock at the dispatch under way, 0 outside */
 	/* id -> client for the per-MAD paths, in front of @clients: slot id % N,
 	 * checked against the id, cleared when the client goes */
 	RelayClient *client_cache[RELAY_CLIENT_CACHE_SLOTS];
 	unsigned recv_errors_in_a_row;
+	bool ended_loop; /* the relay ended the event loop, and said why */
 	uint32_t next_client_id;
 	/* The counters: in the hand-off state when there is one, so that a
 	 * successor counts on (relay-handoff.c), else counters_own. */
@@ -131,7 +136,10 @@ struct Relay {
 	 * (gid-table.h): RELAY_GID_EPOCH_USEC of the loop's clock
 	 * (relay_next_gid_epoch()). */
 	uint64_t gid_epoch;
-	RelayTxWarmKeys tx_warm; /* 20 KiB: kept off the stack */
+	/* 80 KiB, kept off the stack; made at the first warming pass (a
+	 * table of RELAY_WARM_SESSIONS sessions), which most daemons never
+	 * need. */
+	RelayTxWarmKeys *tx_warm;
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
 	int sessions_fd;       /* the memfd the sessions live in, or -1 */
 	/* The crash-loop guard's wait for this start to settle
@@ -166,15 +174,13 @@ void relay_handoff_free(Relay *r);
 
 /* ---- relay.c ---- */
 
-/* The loop's notion of now (monotonic usec): one value per dispatch
+/* The relay's notion of now (monotonic usec): one value per dispatch
  * (inline: every MAD asks). */
 static inline uint64_t relay_now(const Relay *r)
 {
-	if (r->driver_now)
-		return r->driver_now;
 	if (r->dispatch_now)
 		return r->dispatch_now;
-	return event_now_usec(r->event);
+	return usec_clock_now(&r->clock);
 }
 /*
  * Start the GID epoch of a dispatch: the loop's clock in steps of
@@ -208,6 +214,11 @@ void relay_arm_register_timer(Relay *r);
 void relay_drop_client(Relay *r, RelayClient *c, const char *why);
 /* The GID entry of @c for @gid, or NULL. */
 RelayClientGid *relay_client_find_gid(RelayClient *c, const uint8_t gid[GID_LEN]);
+/* Read and answer a batch of the frames @c sent (its socket was ready). */
+void relay_serve_client(Relay *r, RelayClient *c);
+/* Serve the clients that may read again with whole frames buffered (the
+ * resume source's work; Relay.resumed). */
+void relay_serve_resumed(Relay *r);
 /* Remember that @c has frames to write at the end of the batch. */
 void relay_mark_dirty(Relay *r, RelayClient *c);
 /* Write what every marked client has queued. */
@@ -254,8 +265,9 @@ unsigned relay_expire_sessions(Relay *r);
 void relay_session_advance(Relay *r, uint32_t h, Session *s, uint16_t attr, bool rx,
 			   uint64_t now);
 
-/* Build the response to @req with @err in the client's dialect. */
-void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err);
+/* Build the response to @req with @err in the dialect of the capabilities
+ * @caps (the client's when it sent @req). */
+void relay_response_frame(uint64_t caps, struct rdmacm_mux_msg *req, int err);
 /* Turn @req into its response with @err and queue it for @c.
  * Return: 0, or -ENOMEM (logged). */
 int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err);

@@ -361,6 +361,7 @@ static bool relay_rx_recv_failed(Relay *r, int e)
 		log_error("the umad device of %s port %d went away (%s): exiting so "
 			  "that it can be restarted when the device is back",
 			  r->port->dev, r->port->port, strerror(-e));
+		r->ended_loop = true;
 		(void)sd_event_exit(r->event, -ENODEV);
 		return true;
 	}
@@ -370,6 +371,7 @@ static bool relay_rx_recv_failed(Relay *r, int e)
 	if (++r->recv_errors_in_a_row >= RELAY_RX_RECV_ERRORS_FATAL) {
 		log_error("receiving from %s port %d failed %u times in a row (%s): exiting",
 			  r->port->dev, r->port->port, r->recv_errors_in_a_row, strerror(-e));
+		r->ended_loop = true;
 		(void)sd_event_exit(r->event, -EIO);
 		return true;
 	}
@@ -382,6 +384,10 @@ static void relay_rx_batch(Relay *r)
 {
 	int n = 0, e = 0;
 
+	if (!r->rx_batch) {
+		r->rx_batch = g_new(UmadBuffer, RELAY_UMAD_BATCH);
+		r->rx_len = g_new(size_t, RELAY_UMAD_BATCH);
+	}
 	/* Take the batch first, then route it: in a big table the lookups'
 	 * cache misses then overlap (session_table_warm_wire_ids()), instead
 	 * of one per MAD. */

@@ -25,7 +25,7 @@ void relay_schedule_timer(Relay *r)
 {
 	uint64_t now = relay_now(r), at;
 
-	if (!r->timer || r->driver_now)
+	if (!r->timer)
 		return;
 	at = session_table_next_deadline(r->sessions, now);
 	if (at == UINT64_MAX) {
@@ -255,7 +255,7 @@ int relay_on_session_timer(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-/* Run the session timers up to now (the relay driver's clock). */
+/* Run the session timers up to relay_now(). */
 unsigned relay_expire_sessions(Relay *r)
 {
 	unsigned n = session_table_expire(r->sessions, relay_now(r), relay_session_owner, r);

@@ -405,7 +405,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uint32_t hint)
 {
 	UmadBuffer buf;
-	UmadSendDest *dest;
+	SendDest *dest;
 	RelayTxContext t = { .client = c, .buf = &buf, .hint = hint };
 	const uint8_t *addr_gid = req->umad.hdr.addr.gid;
 	uint64_t now = relay_now(r);
@@ -451,14 +451,12 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 		err = relay_tx_address(r, &t, cg);
 	if (err < 0)
 		goto refused;
-	if (!r->sender)
-		return relay_tx_sent(r, &t, &buf, req, umad_port_send(r->port, &buf, t.len));
 	switch ((err = umad_sender_route(r->sender, &buf, now, &dest))) {
-	case UMAD_SEND_NOW:
+	case SEND_ROUTE_NOW:
 		err = umad_port_send(r->port, &buf, t.len);
 		umad_sender_note(r->sender, dest, err, now);
 		return relay_tx_sent(r, &t, &buf, req, err);
-	case UMAD_SEND_QUEUE:
+	case SEND_ROUTE_QUEUE:
 		return relay_tx_defer(r, &t, &buf, req);
 	default: /* it failed a moment ago: fail again at once */
 		return relay_tx_sent(r, &t, &buf, req, err);
@@ -474,6 +472,7 @@ typedef struct RelayTxJob {
 	UmadSendJob send; /* first: the sender hands this back */
 	Relay *relay;
 	uint32_t client_id;
+	uint64_t caps;		    /* the client's when it sent the MAD: the answer's dialect */
 	uint64_t response;	    /* the response's kept place */
 	int owed;		    /* its record in the hand-off state, or -1 */
 	struct rdmacm_mux_msg req;  /* echoed in the response */
@@ -497,6 +496,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	job->send.len = t->len;
 	job->relay = r;
 	job->client_id = c->id;
+	job->caps = c->caps;
 	job->req = *req;
 	job->t = *t;
 	job->t.buf = &job->send.buf;
@@ -509,7 +509,12 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		 * at once, inside umad_sender_queue()): a crash must not leave
 		 * the client waiting for ever. */
 		job->owed = relay_handoff_owe(r, c, job->response, req);
+		/* Counted first: the answer may come before the queueing
+		 * returns (a worker that cannot take it). */
+		c->slow_sends++;
 		err = umad_sender_queue(r->sender, &job->send);
+		if (err < 0)
+			c->slow_sends--;
 	} else {
 		job->response = UINT64_MAX;
 	}
@@ -519,7 +524,7 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		if (job->response != UINT64_MAX) {
 			/* Its place is kept: answer there, in order. */
 			err = relay_tx_sent(r, t, buf, req, err);
-			relay_response_frame(c, &job->req, err);
+			relay_response_frame(job->caps, &job->req, err);
 			client_fill_response(&c->conn, job->response, &job->req);
 			relay_handoff_owed_answered(r, job->owed);
 			c->stats.requests++;
@@ -530,7 +535,6 @@ static int relay_tx_defer(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 		g_free(job);
 		return relay_tx_sent(r, t, buf, req, err);
 	}
-	c->slow_sends++;
 	if (!relay_client_may_read(r, c))
 		c->reading_paused = true;
 	return RELAY_TX_PENDING;
@@ -543,17 +547,22 @@ void relay_tx_on_sent(void *userdata, UmadSendJob *sj)
 	RelayClient *c = relay_client_lookup(r, job->client_id);
 	int err;
 
+	/* Never handed to a sender (none was left, or they stopped): the
+	 * senders were busy, the send did not fail. */
+	if (job->send.result == -EAGAIN)
+		job->t.reject = TX_REJECT_SEND_BUSY;
 	/* A client that left took its sessions and its responses along; the
 	 * MAD went out (or not) all the same, and is counted. */
 	if (!c) {
 		if (job->send.result < 0)
-			r->counters->tx_reject[TX_REJECT_SEND_FAILED]++;
+			r->counters->tx_reject[job->send.result == -EAGAIN ? TX_REJECT_SEND_BUSY
+									 : TX_REJECT_SEND_FAILED]++;
 		else
 			r->counters->tx[cm_attr_to_index(job->t.attr)]++;
 	} else {
 		job->t.client = c;
 		err = relay_tx_sent(r, &job->t, &job->send.buf, &job->req, job->send.result);
-		relay_response_frame(c, &job->req, err);
+		relay_response_frame(job->caps, &job->req, err);
 		client_fill_response(&c->conn, job->response, &job->req);
 		relay_handoff_owed_answered(r, job->owed);
 		c->stats.requests++;
@@ -605,9 +614,17 @@ static void relay_tx_warm_collect(RelayTxWarmKeys *k, RelayClient *c)
 	}
 }
 
+/* The keys' buffer, made at the first pass. */
+static RelayTxWarmKeys *relay_tx_warm_buffer(Relay *r)
+{
+	if (!r->tx_warm)
+		r->tx_warm = g_new(RelayTxWarmKeys, 1);
+	return r->tx_warm;
+}
+
 void relay_tx_warm_client(Relay *r, RelayClient *c)
 {
-	RelayTxWarmKeys *k = &r->tx_warm;
+	RelayTxWarmKeys *k = relay_tx_warm_buffer(r);
 
 	k->n = 0;
 	relay_tx_warm_collect(k, c);
@@ -621,7 +638,7 @@ void relay_tx_warm_client(Relay *r, RelayClient *c)
  */
 void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 {
-	RelayTxWarmKeys *k = &r->tx_warm;
+	RelayTxWarmKeys *k = relay_tx_warm_buffer(r);
 
 	k->n = 0;
 	for (int i = 0; i < n; i++) {

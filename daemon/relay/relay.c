@@ -134,11 +134,9 @@ static void relay_update_events(Relay *r, RelayClient *c)
 /* Write what is queued; returns false when the client had to go. */
 static bool relay_flush_client(Relay *r, RelayClient *c)
 {
-	int e;
+	/* A client without a socket: its output waits to be taken. */
+	int e = c->conn.fd >= 0 ? client_flush(&c->conn) : 0;
 
-	if (c->conn.fd < 0) /* a relay-driver client: its output waits to be drained */
-		return true;
-	e = client_flush(&c->conn);
 	if (e < 0 && e != -EAGAIN) {
 		r->counters->clients_dropped++;
 		relay_drop_client(r, c, e == -EPIPE || e == -ECONNRESET ? "disconnected" : "write error");
@@ -302,9 +300,9 @@ static int relay_on_register_timer(sd_event_source *s, uint64_t usec, void *user
  * QEMU's protocol has four positive codes and passes send failures as a
  * negative errno. Clients granted RDMACM_MUX_CAP_ERRNO get -errno always.
  */
-static int32_t relay_err_code_for(const RelayClient *c, int err)
+static int32_t relay_err_code_for(uint64_t caps, int err)
 {
-	if (err == 0 || (c->caps & RDMACM_MUX_CAP_ERRNO))
+	if (err == 0 || (caps & RDMACM_MUX_CAP_ERRNO))
 		return err;
 	switch (err) {
 	case -EINVAL:
@@ -325,15 +323,15 @@ static int32_t relay_err_code_for(const RelayClient *c, int err)
 	}
 }
 
-void relay_response_frame(const RelayClient *c, struct rdmacm_mux_msg *req, int err)
+void relay_response_frame(uint64_t caps, struct rdmacm_mux_msg *req, int err)
 {
 	req->hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
-	req->hdr.err_code = relay_err_code_for(c, err);
+	req->hdr.err_code = relay_err_code_for(caps, err);
 }
 
 int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
 {
-	relay_response_frame(c, req, err);
+	relay_response_frame(c->caps, req, err);
 	if (client_queue_response(&c->conn, req) < 0) {
 		/* Out of memory: this client cannot be served correctly. */
 		log_error("out of memory queueing a response to client %u", c->id);
@@ -540,6 +538,13 @@ bool relay_handle_request(Relay *r, RelayClient *c, struct rdmacm_mux_msg *m, ui
 }
 
 /* Serve one ready client: write what waits, then read and answer a batch. */
+static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents);
+
+void relay_serve_client(Relay *r, RelayClient *c)
+{
+	relay_client_io(r, c, EPOLLIN);
+}
+
 static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 {
 	/* In the client's input buffer: valid until its next read, which
@@ -591,10 +596,15 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 /* Serve the clients that may read again and have frames buffered. */
 static int relay_on_resume(sd_event_source *s, void *userdata)
 {
-	Relay *r = userdata;
+	(void)s;
+	relay_serve_resumed(userdata);
+	return 0;
+}
+
+void relay_serve_resumed(Relay *r)
+{
 	g_autoptr(GArray) ids = r->resumed;
 
-	(void)s;
 	r->resumed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 	r->dispatch_now = relay_now(r);
 	relay_next_gid_epoch(r);
@@ -608,7 +618,6 @@ static int relay_on_resume(sd_event_source *s, void *userdata)
 	}
 	relay_schedule_timer(r);
 	r->dispatch_now = 0;
-	return 0;
 }
 
 static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -641,6 +650,23 @@ static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, voi
 
 /* ---- life cycle ---- */
 
+/* A sender as the configuration says. Return: 0 or a negative errno. */
+static int relay_start_sends(Relay *r, UmadSender **ret)
+{
+	UmadSenderConfig scfg = {
+		.senders = MAX(r->cfg.senders, 1u),
+		.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
+		.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
+		.deadline_usec = (uint64_t)r->cfg.send_timeout_ms * 1000,
+		.max_queued = 4096,
+		.clock = r->clock,
+		.workers = r->cfg.send_workers,
+		.workers_arg = r->cfg.send_workers_arg,
+	};
+
+	return umad_sender_new(r->event, r->port, &scfg, relay_tx_on_sent, r, ret);
+}
+
 int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **ret)
 {
 	Relay *r = g_new0(Relay, 1);
@@ -648,11 +674,10 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 
 	r->client_ep = -1;
 	r->sessions_fd = -1;
-	r->rx_batch = g_new(UmadBuffer, RELAY_UMAD_BATCH);
-	r->rx_len = g_new(size_t, RELAY_UMAD_BATCH);
 	r->event = sd_event_ref(event);
 	r->port = port;
 	r->cfg = *cfg;
+	r->clock = cfg->clock.now ? cfg->clock : usec_clock_of_event(event);
 	if (r->cfg.max_pending == 0)
 		r->cfg.max_pending = 64;
 	if (r->cfg.max_bad_frames == 0)
@@ -694,19 +719,12 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		relay_free(r);
 		return e;
 	}
-	/* The fake port of tests and fuzzers sends inline and never blocks. */
-	if (!port->fake_send && r->cfg.senders > 0) {
-		UmadSenderConfig scfg = {
-			.senders = r->cfg.senders,
-			.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
-			.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
-			.max_queued = 4096,
-		};
-
-		/* Without sender processes (logged), sends are written inline,
-		 * as before: slower to fail, but nothing is lost. */
-		if (umad_sender_new(event, port, &scfg, relay_tx_on_sent, r, &r->sender) < 0)
-			r->sender = NULL;
+	/* A relay whose sends could block the loop is no relay: the workers
+	 * start or it does not. They may still be starting. */
+	e = relay_start_sends(r, &r->sender);
+	if (e < 0) {
+		relay_free(r);
+		return e;
 	}
 	e = sd_event_add_io(event, &r->umad_io, port->fd, EPOLLIN, relay_rx_on_umad_io, r);
 	if (e >= 0)
@@ -741,7 +759,10 @@ void relay_free(Relay *r)
 		return;
 	/* First: its senders end, and what they had is reported while the
 	 * clients are still there. */
-	relay_finish_sends(r);
+	if (r->sender)
+		relay_stop_sends(r, 0);
+	umad_sender_free(r->sender);
+	r->sender = NULL;
 	sd_event_source_disable_unref(r->umad_io);
 	sd_event_source_disable_unref(r->clients_io);
 	sd_event_source_disable_unref(r->timer);
@@ -759,6 +780,7 @@ void relay_free(Relay *r)
 	g_free(r->fd_events);
 	g_free(r->rx_batch);
 	g_free(r->rx_len);
+	g_free(r->tx_warm);
 	if (r->gid_owners)
 		g_hash_table_destroy(r->gid_owners);
 	if (r->dirty)
@@ -780,12 +802,21 @@ void relay_free(Relay *r)
 	g_free(r);
 }
 
-void relay_finish_sends(Relay *r)
+void relay_stop_sends(Relay *r, unsigned wait_ms)
 {
-	UmadSender *s = r->sender;
+	umad_sender_stop(r->sender, (uint64_t)wait_ms * 1000);
+}
 
-	r->sender = NULL;
-	umad_sender_free(s);
+int relay_resume_sends(Relay *r)
+{
+	UmadSender *s = NULL;
+	int e = relay_start_sends(r, &s);
+
+	if (e < 0)
+		return e;
+	umad_sender_free(r->sender);
+	r->sender = s;
+	return 0;
 }
 
 void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),
@@ -856,12 +887,25 @@ size_t relay_session_memory(const Relay *r)
 
 uint32_t relay_sender_queued(const Relay *r)
 {
-	return r->sender ? umad_sender_pending(r->sender) : 0;
+	return umad_sender_pending(r->sender);
 }
 
 uint64_t relay_sender_written(const Relay *r)
 {
-	return r->sender ? umad_sender_written(r->sender) : 0;
+	UmadSenderStats st;
+
+	umad_sender_stats(r->sender, &st);
+	return st.written;
+}
+
+void relay_sender_stats(const Relay *r, UmadSenderStats *ret)
+{
+	umad_sender_stats(r->sender, ret);
+}
+
+bool relay_ended_loop(const Relay *r)
+{
+	return r->ended_loop;
 }
 
 const RelayCounters *relay_counters(const Relay *r)

@@ -6,8 +6,10 @@
  * validates and rewrites outbound MADs (relay-tx.c), routes inbound MADs
  * to the right client (relay-rx.c), keeps the session table and its timer,
  * and counts everything. Everything runs on the caller's sd-event loop;
- * nothing here blocks except the kernel's own umad write (RoCE address
- * resolution, up to 1 s).
+ * a MAD whose write may wait (RoCE address resolution, up to 1 s in the
+ * kernel) goes to the senders (umad-sender.h) and is answered when they
+ * are done. What the relay builds on is chosen by its configuration: the
+ * port's operations (umad-port.h), the senders' workers and the clock.
  */
 #ifndef RDMACM_MUX_RELAY_H
 #define RDMACM_MUX_RELAY_H
@@ -21,6 +23,8 @@
 #include "cm-codec.h"
 #include "session-table.h"
 #include "umad-port.h"
+#include "umad-sender.h"
+#include "util.h"
 
 typedef struct RelayConfig {
 	uint32_t max_clients;
@@ -32,10 +36,16 @@ typedef struct RelayConfig {
 	uint32_t max_half_open_per_peer; /* per client and peer GID (or LID) */
 	uint32_t max_total_half_open;	 /* daemon-wide */
 	uint32_t max_total_sessions;	 /* daemon-wide: bounds the table's memory */
-	uint32_t max_slow_sends; /* per client: MADs waiting for a sender process */
-	uint32_t senders;	 /* sender processes (0: the relay's sends are inline) */
+	uint32_t max_slow_sends; /* per client: MADs waiting for a sender */
+	uint32_t senders;	 /* senders (workers) wanted */
 	uint32_t send_fast_ms;	 /* a destination that took a write stays fast this long */
 	uint32_t send_fail_ms;	 /* one that did not answer fails at once this long */
+	uint32_t send_timeout_ms; /* a sender's write that takes longer is stopped */
+	/* The senders' workers (sender-pool.h's in the daemon), required. */
+	const UmadSendWorkersOps *send_workers;
+	void *send_workers_arg;
+	/* The relay's clock (.now NULL: the event loop's). */
+	UsecClock clock;
 	uint32_t max_queued;   /* per client: inbound MAD frames waiting */
 	uint32_t max_pending;  /* per client: responses waiting before input pauses */
 	uint32_t max_bad_frames; /* consecutive bad frames before disconnect */
@@ -138,7 +148,7 @@ void relay_format_event(const RelayEvent *ev, char *buf, size_t len);
 
 /**
  * relay_new() - start relaying on @port (taken over) within @event.
- * Return: 0 or a negative errno.
+ * Return: 0 or a negative errno (-EINVAL without cfg->send_workers).
  */
 int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **ret);
 void relay_free(Relay *r);
@@ -154,10 +164,12 @@ uint32_t relay_gid_count(const Relay *r);
 uint32_t relay_session_count(const Relay *r);
 const RelayCounters *relay_counters(const Relay *r);
 size_t relay_session_memory(const Relay *r);
-/* MADs with the sender processes, not written yet (0 without senders). */
+/* MADs with the senders, not written yet. */
 uint32_t relay_sender_queued(const Relay *r);
-/* MADs the sender processes wrote since this process started (0 without). */
+/* MADs the senders wrote since this process started. */
 uint64_t relay_sender_written(const Relay *r);
+/* The senders' numbers: live and wanted, timeouts, failed starts. */
+void relay_sender_stats(const Relay *r, UmadSenderStats *ret);
 
 typedef struct RelayClient RelayClient;
 typedef struct Session Session;
@@ -186,11 +198,26 @@ void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Sess
 const UmadPort *relay_port(const Relay *r);
 
 /**
- * relay_finish_sends() - wait for the sender processes' writes in progress
- * and account for them (counters, responses), then stop the senders; any
- * later send is written inline. For shutdown, before the last counters.
+ * relay_stop_sends() - stop the senders: the writes in flight get
+ * @wait_ms to finish, those still unfinished then answer -ETIMEDOUT, and
+ * the MADs still queued -EAGAIN (counted, and the responses queued). A
+ * later MAD whose write might wait answers -EAGAIN. For a stop or a
+ * hand-off, before the last counters and the clients' last flush.
+ * Idempotent.
  */
-void relay_finish_sends(Relay *r);
+void relay_stop_sends(Relay *r, unsigned wait_ms);
+/**
+ * relay_resume_sends() - new senders after relay_stop_sends(), for a
+ * hand-off that did not happen after all (a re-execution that failed).
+ * The daemon's: the relay driver's stand-ins cannot start again.
+ * Return: 0, or a negative errno (logged by the senders; the stopped ones
+ * stay, and MADs that need one answer EAGAIN).
+ */
+int relay_resume_sends(Relay *r);
+
+/* Whether the relay ended the event loop itself (the port went away:
+ * -ENODEV, or kept failing: -EIO), having logged why. */
+bool relay_ended_loop(const Relay *r);
 
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);

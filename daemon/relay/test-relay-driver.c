@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "relay-driver.h"
+#include "umad-port-fake.h"
 #include "util.h"
 #include "unit-test.h"
 
@@ -65,7 +66,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
 	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, capture_send, f, &p), ==, 0);
 	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
-	g_assert_cmpint(relay_new(f->event, p, &cfg, &f->relay), ==, 0);
+	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
+	relay_driver_set_send_at_once(f->relay, true);
 	relay_driver_set_time(f->relay, 1000000);
 }
 

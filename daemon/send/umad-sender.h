@@ -1,28 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sends that never block the event loop.
+ * Sends that never block the event loop: the send policy (send-policy.h)
+ * carried out by workers that write MADs away from the loop.
  *
- * On RoCE the kernel resolves the destination's MAC inside the umad
- * write(); for an address that does not answer that takes about a second.
- * So the loop writes a MAD itself only to a destination that took a write
- * without waiting a moment ago (fast: the loop's own fd, no hand-off).
- * Every other MAD goes to a sender process that writes it on a umad fd of
- * its own (see UmadSendFd for why not the loop's), and the result comes
- * back to the loop on the socket it came by.
+ * The loop writes a MAD itself only when the policy says that it will not
+ * wait; every other MAD is queued, and its destination's queue hands it to
+ * a worker when one is free. The result comes back to the loop, and the
+ * caller's done() answers for it. The workers are an interface chosen at
+ * construction: the daemon's are sender processes (sender-pool.h), each
+ * with a umad fd of its own, with a deadline on every write and a bounded
+ * wait at a stop.
  *
- * MADs to one destination are written one at a time and in order, so a
- * destination that does not answer holds up only its own MADs; a
- * destination whose write just failed that way fails again at once for a
- * short while (the negative cache) instead of taking a sender again.
- *
- * Processes, not threads: the loop owns all state and the senders own
- * nothing but the write, so they share no memory at all. A process with a
- * second thread pays for it in every system call of the loop: glibc's
- * cancellation bookkeeping around each read and write, locked instructions
- * in every mutex, and the kernel's reference counting of each fd used.
- * That was 15% of the relay's throughput. A sender is forked at start and
- * holds nothing of the daemon's but its socket; it dies with the daemon
- * (PR_SET_PDEATHSIG) and is replaced when it dies alone.
+ * Every MAD queued is finished exactly once (done()), with one of:
+ *   - the write's own result;
+ *   - -ETIMEDOUT when the write did not finish in time (its worker was
+ *     stopped at the deadline or at a stop; it may or may not have gone
+ *     out), and for the MADs queued behind it, which fail at once;
+ *   - -EIO when its worker died in the middle of it;
+ *   - -EAGAIN when it was never handed to a worker: no worker was left to
+ *     take it, or the sender stopped (send it again).
  */
 #ifndef RDMACM_MUX_UMAD_SENDER_H
 #define RDMACM_MUX_UMAD_SENDER_H
@@ -32,71 +28,106 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "send-policy.h"
 #include "umad-port.h"
+#include "util.h"
 
 typedef struct UmadSender UmadSender;
-/* A destination's standing, the sender's; valid until the loop next
- * queues a job. */
-typedef struct UmadSendDest UmadSendDest;
-
-/* One MAD for a sender process; the caller embeds it in its own job. */
-typedef struct UmadSendJob {
-	UmadBuffer buf;
-	size_t len;
-	int result; /* 0 or the write's negative errno; set before done() */
-	/* the sender's */
-	struct UmadSendJob *next;
-	void *dest;
-} UmadSendJob;
 
 /* A job is finished: called on the loop, once per queued job. */
 typedef void (*UmadSendDoneFn)(void *userdata, UmadSendJob *job);
 
-typedef struct UmadSenderConfig {
-	unsigned senders;    /* sender processes (one fd each, in the daemon) */
-	uint64_t fast_usec;  /* a good destination stays fast this long */
-	uint64_t fail_usec;  /* an unreachable one fails at once this long */
-	unsigned max_queued; /* jobs waiting or being written, in all */
-} UmadSenderConfig;
+/* What the workers tell the sender, on the loop. */
+typedef struct UmadSendWorkerEvents {
+	/* @job's write ended with @result (see above for the codes). */
+	void (*done)(void *userdata, UmadSendJob *job, int result);
+	/* A worker may take a job now, or the last one is gone: look again. */
+	void (*changed)(void *userdata);
+	void *userdata;
+} UmadSendWorkerEvents;
 
-/* What to do with a MAD (umad_sender_route()). */
-typedef enum UmadSendRoute {
-	UMAD_SEND_NOW,	  /* write it on the loop's fd now: it will not wait */
-	UMAD_SEND_QUEUE,  /* give it to umad_sender_queue() */
-} UmadSendRoute;
+/* The workers' numbers, for status and metrics. */
+typedef struct UmadSenderStats {
+	unsigned wanted;	 /* workers there should be */
+	unsigned live;		 /* workers that can take a job */
+	unsigned starting;	 /* workers on their way */
+	uint64_t written;	 /* MADs the workers wrote since the start */
+	uint64_t timeouts;	 /* writes stopped at their deadline */
+	uint64_t lost;		 /* workers that died alone */
+	uint64_t start_failures; /* workers that could not start */
+} UmadSenderStats;
+
+typedef struct UmadSenderConfig UmadSenderConfig;
+
+/* The workers: an implementation chosen at construction. */
+typedef struct UmadSendWorkersOps {
+	/**
+	 * start() - workers for @port on @event, reporting through @events.
+	 * @arg: the implementation's (UmadSenderConfig.workers_arg)
+	 * Return: 0 with *@ret set (workers may still be starting), or a
+	 * negative errno.
+	 */
+	int (*start)(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
+		     const UmadSendWorkerEvents *events, void *arg, void **ret);
+	/* Whether a worker can take a job now. */
+	bool (*idle)(void *w);
+	/* Whether any worker is live or starting: jobs may wait for one. */
+	bool (*available)(void *w);
+	/* Hand @job to an idle worker. Return: 0, or a negative errno (the
+	 * job was not taken; done() is not called for it). */
+	int (*submit)(void *w, UmadSendJob *job);
+	/* Take no more jobs; wait up to @wait_usec for the writes in flight,
+	 * then end the rest (-ETIMEDOUT). done() is called for each. */
+	void (*stop)(void *w, uint64_t wait_usec);
+	void (*stats)(void *w, UmadSenderStats *ret);
+	void (*free)(void *w);
+} UmadSendWorkersOps;
+
+struct UmadSenderConfig {
+	unsigned senders;	/* workers */
+	uint64_t fast_usec;	/* a good destination stays fast this long */
+	uint64_t fail_usec;	/* an unreachable one fails at once this long */
+	uint64_t deadline_usec; /* a write that takes longer is stopped */
+	unsigned max_queued;	/* jobs queued or being written, in all */
+	/* The caller's clock, the one of the times it passes in (.now NULL:
+	 * the loop's). */
+	UsecClock clock;
+	const UmadSendWorkersOps *workers;
+	void *workers_arg;
+};
 
 /**
  * umad_sender_new() - a sender for @port, on @event; @done reports every
- * queued job. The senders start now, each with its own umad fd.
- * Return: 0 (with at least one sender; a shortfall is logged), or a
- * negative errno (logged).
+ * queued job. The workers start now (cfg->workers).
+ * Return: 0 or a negative errno (logged by the workers).
  */
 int umad_sender_new(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
 		    UmadSendDoneFn done, void *userdata, UmadSender **ret);
-/* Stop the senders, after the writes they are in (which may wait for an
- * address); jobs not handed out finish with -ECANCELED. NULL-safe. */
+/**
+ * umad_sender_stop() - take no more jobs: the workers get @wait_usec for
+ * the writes in flight, the rest finish as said above, and every job
+ * queued finishes -EAGAIN. Idempotent.
+ */
+void umad_sender_stop(UmadSender *s, uint64_t wait_usec);
+/* Free a stopped sender (one not stopped is stopped at once). NULL-safe. */
 void umad_sender_free(UmadSender *s);
 
 /**
- * umad_sender_route() - how to send the MAD in @buf (its address
- * complete) at @now (monotonic usec). For UMAD_SEND_NOW, *@dest is the
- * destination to pass to umad_sender_note() after the write.
- * Return: a UmadSendRoute, or the negative errno of a write to the same
- * destination that failed a moment ago (the MAD is not to be sent).
+ * umad_sender_route() - see send_policy_route(): how to send the MAD in
+ * @buf at @now; for SEND_ROUTE_NOW, *@dest is for umad_sender_note().
  */
-int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now, UmadSendDest **dest);
-/* Tell the sender how a write the loop made itself to @dest went (one
- * lookup per MAD, not two: this runs for every MAD a client sends). */
-void umad_sender_note(UmadSender *s, UmadSendDest *dest, int result, uint64_t now);
+int umad_sender_route(UmadSender *s, const UmadBuffer *buf, uint64_t now, SendDest **dest);
+/* How a write the loop made itself to @dest went. */
+void umad_sender_note(UmadSender *s, SendDest *dest, int result, uint64_t now);
 /**
- * umad_sender_queue() - hand @job (buf and len set) to a sender process.
- * Return: 0, or -EAGAIN when max_queued jobs wait already or no sender is
- * left (the job is not taken).
+ * umad_sender_queue() - hand @job (buf and len set) to the workers.
+ * Return: 0, or -EAGAIN when max_queued jobs wait already, no worker is
+ * live or starting, or the sender stopped (the job is not taken).
  */
 int umad_sender_queue(UmadSender *s, UmadSendJob *job);
 /* Jobs queued and not finished yet. */
 unsigned umad_sender_pending(const UmadSender *s);
-/* MADs the sender processes wrote since the start. */
-uint64_t umad_sender_written(const UmadSender *s);
+/* The workers' numbers. */
+void umad_sender_stats(const UmadSender *s, UmadSenderStats *ret);
 
 #endif /* RDMACM_MUX_UMAD_SENDER_H */

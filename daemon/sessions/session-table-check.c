@@ -4,6 +4,8 @@
  * counts against the slots, and every index against the keys its sessions
  * have. Tests, fuzzers and the relay driver call it; the daemon does not.
  */
+#include <string.h>
+
 #include "session-table-internal.h"
 
 const char *session_table_check(const SessionTable *t)
@@ -28,7 +30,15 @@ const char *session_table_check(const SessionTable *t)
 		for (uint32_t h = 1; h <= t->used; h++)
 			claimed += session_slot_indexed_in(slot(t, h), (SessionChain)c);
 		for (uint32_t b = 0; b < t->capacity; b++) {
+			static const uint32_t empty[64];
 			uint64_t steps = 0;
+
+			/* Most buckets are empty: skip them 64 at a time. */
+			if (b % 64 == 0 && t->capacity - b >= 64 &&
+			    memcmp(&buckets[c][b], empty, sizeof(empty)) == 0) {
+				b += 63;
+				continue;
+			}
 
 			for (uint32_t h = buckets[c][b]; h; h = *session_table_chain_next(t, h, (SessionChain)c)) {
 				uint64_t hash;

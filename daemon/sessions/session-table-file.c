@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "session-table-internal.h"
+#include "util.h"
 
 typedef struct TimerEntry {
 	int32_t left; /* ms to the deadline from the time of the take-over */
@@ -290,15 +291,9 @@ int session_table_save(const SessionTable *t, int fd, const SessionFileOwner *ow
 	r = reserve_slots(copy, t->used);
 	/* Written to the file, not through the mapping: the kernel fills the
 	 * pages without a fault for each (the hand-off pause waits for it). */
-	for (size_t done = 0, bytes = (size_t)t->used * sizeof(Session); r == 0 && done < bytes;) {
-		ssize_t n = pwrite(fd, (const uint8_t *)t->slots + done, bytes - done,
-				   (off_t)(SESSION_FILE_HEADER + done));
-
-		if (n <= 0)
-			r = n < 0 ? -errno : -EIO;
-		else
-			done += (size_t)n;
-	}
+	if (r == 0)
+		r = fd_write_all(fd, t->slots, (size_t)t->used * sizeof(Session),
+				 (off_t)SESSION_FILE_HEADER);
 	if (r == 0 && t->used) {
 		copy->used = t->used;
 		copy->file_section->n_records = t->used;

@@ -5,7 +5,7 @@
  * invariants (relay_check_invariants) and this harness's model must hold.
  *
  * Program (a byte that runs out reads as 0):
- *   op % 13:
+ *   op % 17:
  *    0 ADD                    connect a virtual client
  *    1 REMOVE c               client c disconnects
  *    2 REG c g / 3 UNREG c g  register / unregister GID g
@@ -26,20 +26,40 @@
  *                             LocalCommID, its GID, the local GID it
  *                             arrives on, or RemoteCommID 0 (found by
  *                             the peer's id instead)
+ *   14 SEND i h e             the write i (by position) a sender has in
+ *                             flight ends (h % 4): written (the port's
+ *                             send decides, FAIL included), failed with
+ *                             an errno picked by e, its sender lost, or
+ *                             stopped at its deadline
+ *   15 SENDERS n              n % 3 senders are live; bit 2: writes stay
+ *                             in flight until a SEND (else they are
+ *                             written as they are handed over)
+ *   16 HANDOFF                a planned restart: the senders stop, the
+ *                             frames not read are refused; the program
+ *                             ends
  *   c: client by position; g, d, p: GID pool index (gid_pool); a: attribute
  *   table; l, r: comm id selectors that reuse ids seen on the wire and by
  *   the clients, so that routing hits live sessions (see pick_id).
  *
  * The model knows every client, the GIDs it owns and ever owned, its
  * outstanding requests and its capabilities, and checks from the outside:
- *   - exactly one response per request, in request order, echoing op_code;
- *     REG/UNREG answers match GID ownership (EEXIST/EACCES/ENOENT/EDQUOT);
- *     a MAD refused for length, header or foreign sgid says so; every
- *     answer is in the client's err_code dialect (CAP_ERRNO or not);
+ *   - exactly one response per request, in request order, echoing op_code,
+ *     whether the MAD was written at once, by a sender later, or cut short
+ *     by a hand-off, and whether the client read in between; when the
+ *     program ends every request has been answered;
+ *   - REG/UNREG answers match GID ownership (EEXIST/EACCES/ENOENT/EDQUOT);
+ *     a MAD refused for length, header or foreign sgid says so, as does one
+ *     whose sender's write failed, was lost or stopped (EIO, ETIMEDOUT), a
+ *     write cut short by a hand-off (ETIMEDOUT) and a frame the hand-off
+ *     found unread (EAGAIN); every answer is in the err_code dialect the
+ *     client had when it sent the request, by PROTOCOL.md's table
+ *     (protocol-err-codes.h: the document, not the daemon's code);
  *   - a MAD request answered OK went to the wire exactly once, a refused
  *     one not at all; what went out left the request's MAD untouched but
  *     for LocalCommID/RequestID and the TID's low half, used QPN 1, a GID
- *     index whose GID is the sgid, and an sgid the client owns;
+ *     index whose GID is the sgid, and an sgid the client owned when it
+ *     sent the MAD (each MAD request carries a serial in the TID's high
+ *     half, which the relay never touches, to be told apart on the wire);
  *   - an inbound MAD frame carries a MAD that was injected (and delivers
  *     it to one client only), with comm ids changed only at 24..31, an
  *     sgid the client owns or owned, a RemoteCommID (SIDR: RequestID) of
@@ -53,12 +73,14 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
 #include "cm-mad.h"
 #include "fuzz-support.h"
+#include "protocol-err-codes.h"
 #include "util.h"
 
 #define MAX_CLIENTS 5
@@ -68,10 +90,13 @@
 #define MAX_PENDING 6
 #define MAX_BAD 4
 #define HISTORY 32
-#define INJECTED 256
+#define INJECTED 64 /* MADs remembered: clients queue at most MAX_QUEUED each */
+
+#define REQ_COPIES 1024 /* MAD requests remembered for their sends' checks */
 
 enum { OP_ADD, OP_REMOVE, OP_REG, OP_UNREG, OP_MAD, OP_WIRE, OP_TIME, OP_DRAIN, OP_RAW,
-       OP_HELLO, OP_STATS, OP_FAIL, OP_RAWWIRE, OP_FORGE, OP_COUNT };
+       OP_HELLO, OP_STATS, OP_FAIL, OP_RAWWIRE, OP_FORGE, OP_SEND, OP_SENDERS, OP_HANDOFF,
+       OP_COUNT };
 
 /* 0-3: the port's GIDs; 4: local but not on the port; 5-7: peers; 8: zero. */
 static const uint8_t gid_pool[10][IB_GID_LEN] = {
@@ -95,12 +120,26 @@ static const uint16_t attrs[] = {
 
 typedef struct Pending {
 	uint32_t op;
+	uint32_t serial; /* MAD requests: in the TID's high half */
 	bool known;  /* expected err_code computed */
 	int32_t err; /* expected err_code */
 	bool mad_ok_means_sent;
-	bool sent;
-	bool errno_dialect; /* CAP_ERRNO was in force when it was answered */
+	bool sent;	/* a write of it went through */
+	unsigned sends; /* writes of it, through or not */
+	bool errno_dialect; /* CAP_ERRNO was in force when it was sent */
 } Pending;
+
+/* A MAD request as sent, for the checks of its write, which may come
+ * long after (a sender's). */
+typedef struct ReqCopy {
+	uint32_t serial;
+	bool sgid_owned; /* the sender owned the sgid when it sent it */
+	size_t len;
+	uint8_t sgid[IB_GID_LEN];
+	uint8_t mad[256];
+} ReqCopy;
+
+static ReqCopy req_copies[REQ_COPIES];
 
 typedef struct MClient {
 	uint32_t id;
@@ -130,21 +169,21 @@ typedef struct Fuzz {
 	MClient *clients[MAX_CLIENTS];
 	unsigned n_clients;
 	unsigned fail_sends;
-	/* the request being handled, for the send hook */
-	MClient *cur;
-	const struct rdmacm_mux_msg *cur_req;
-	unsigned sends;
-	bool send_ok;
+	unsigned sends;	     /* writes on the port during the current request */
+	uint32_t next_serial; /* of MAD requests */
 	/* ids seen: wire ids our sends used, ids clients saw inbound */
 	uint32_t wire_ids[HISTORY];
 	unsigned n_wire_ids;
 	uint32_t seen_ids[HISTORY];
 	unsigned n_seen_ids;
-	Injected inj[INJECTED];
 	unsigned n_inj;
 	MClient *draining;
 	const char *last_drop; /* the latest event's drop reason, or NULL */
 	unsigned events;       /* events seen */
+	bool trace;	       /* FUZZ_TRACE set: each step and MAD on stderr */
+	/* Last: not cleared between inputs (85 KiB; each is written whole
+	 * before it is read). */
+	Injected inj[INJECTED];
 } Fuzz;
 
 static uint8_t u8(Fuzz *f)
@@ -283,26 +322,44 @@ static size_t fuzz_mad_build(Fuzz *f, uint8_t *mad, uint16_t attr, uint32_t loca
 
 /* ---- the model ---- */
 
+/* The err_code for @err in a dialect: PROTOCOL.md's table. */
+static int32_t dialect_of(bool errno_dialect, int err)
+{
+	if (err == 0 || errno_dialect)
+		return err;
+	for (size_t i = 0; i < sizeof(protocol_err_codes) / sizeof(protocol_err_codes[0]); i++)
+		if (protocol_err_codes[i].errnum == -err)
+			return protocol_err_codes[i].code;
+	return err;
+}
+
 static int32_t dialect(const MClient *c, int err)
 {
-	if (err == 0 || (c->caps & RDMACM_MUX_CAP_ERRNO))
-		return err;
-	switch (err) {
-	case -EINVAL:
-	case -EMSGSIZE:
-	case -EPROTO:
-	case -EBADMSG:
-	case -EOPNOTSUPP:
-		return RDMACM_MUX_ERR_CODE_EINVAL;
-	case -EEXIST:
-		return RDMACM_MUX_ERR_CODE_EEXIST;
-	case -EACCES:
-		return RDMACM_MUX_ERR_CODE_EACCES;
-	case -ENOENT:
-		return RDMACM_MUX_ERR_CODE_ENOTFOUND;
-	default:
-		return err;
+	return dialect_of(c->caps & RDMACM_MUX_CAP_ERRNO, err);
+}
+
+/* The request of @c with @serial that is not answered yet, or NULL. */
+static Pending *pending_of(MClient *c, uint32_t serial)
+{
+	for (unsigned i = 0; serial && i < c->n_pending; i++)
+		if (c->pending[i].serial == serial)
+			return &c->pending[i];
+	return NULL;
+}
+
+/* The MAD request with @serial not answered yet, of any client. */
+static Pending *find_pending(Fuzz *f, uint32_t serial, MClient **owner)
+{
+	for (unsigned i = 0; i < f->n_clients; i++) {
+		Pending *p = pending_of(f->clients[i], serial);
+
+		if (p) {
+			if (owner)
+				*owner = f->clients[i];
+			return p;
+		}
 	}
+	return NULL;
 }
 
 static MClient *gid_owner(Fuzz *f, const uint8_t gid[IB_GID_LEN], unsigned *slot)
@@ -327,9 +384,10 @@ static void model_drop(Fuzz *f, MClient *c)
 	free(c);
 }
 
-static void check_invariants(Fuzz *f, const char *step)
+static void check_invariants(Fuzz *f, const char *step, bool deep)
 {
-	const char *bad = relay_check_invariants(f->relay);
+	const char *bad = deep ? relay_check_invariants(f->relay)
+			       : relay_check_invariants_cheap(f->relay);
 
 	fuzz_check(bad == NULL, "after %s: relay invariant: %s", step, bad);
 	fuzz_check(relay_client_count(f->relay) == f->n_clients, "after %s: %u clients, model %u",
@@ -346,38 +404,48 @@ static void check_invariants(Fuzz *f, const char *step)
 
 /* ---- hooks ---- */
 
+/* A write on the port: at once while a request is handled, or by a
+ * sender later; the serial in the TID's high half says whose it is. */
 static int on_send(void *userdata, UmadBuffer *buf, size_t len)
 {
 	Fuzz *f = userdata;
-	const struct rdmacm_mux_msg *q = f->cur_req;
+	uint32_t serial = get_be32(buf->mad + 8);
+	const ReqCopy *q = &req_copies[serial % REQ_COPIES];
+	Pending *p = find_pending(f, serial, NULL);
 	uint16_t attr;
 	int gid_index = buf->hdr.addr.gid_index;
 
-	fuzz_check(q != NULL && f->cur != NULL, "a send outside a client's MAD request");
-	fuzz_check(++f->sends == 1, "one request sent %u MADs", f->sends);
-	fuzz_check(len == (size_t)q->umad_len, "sent %zu bytes of a %d-byte MAD", len, q->umad_len);
+	f->sends++;
+	fuzz_check(serial != 0 && q->serial == serial, "a write of a MAD no request sent (TID %08x)",
+		   serial);
+	fuzz_check(len == q->len, "sent %zu bytes of a %zu-byte MAD", len, q->len);
 	fuzz_check(buf->hdr.addr.qpn == htobe32(1), "sent to QPN %u", be32toh(buf->hdr.addr.qpn));
 	fuzz_check(buf->hdr.addr.grh_present == 1, "RoCE send without a GRH");
 	fuzz_check(gid_index < FUZZ_PORT_GIDS &&
-			   memcmp(fuzz_port_gid[gid_index], q->hdr.sgid.raw, IB_GID_LEN) == 0,
+			   memcmp(fuzz_port_gid[gid_index], q->sgid, IB_GID_LEN) == 0,
 		   "sent from GID index %d, not the sgid's", gid_index);
-	fuzz_check(gid_owner(f, q->hdr.sgid.raw, NULL) == f->cur, "sent from a GID not owned");
+	fuzz_check(q->sgid_owned, "sent from a GID its client did not own");
 	fuzz_check(!gid_is_zero(buf->hdr.addr.gid), "sent to the zero GID");
-	fuzz_check(memcmp(buf->mad, q->umad.mad, 12) == 0 &&
-			   memcmp(buf->mad + 16, q->umad.mad + 16, 8) == 0 &&
-			   memcmp(buf->mad + 28, q->umad.mad + 28, len - 28) == 0,
+	fuzz_check(memcmp(buf->mad, q->mad, 12) == 0 && memcmp(buf->mad + 16, q->mad + 16, 8) == 0 &&
+			   memcmp(buf->mad + 28, q->mad + 28, len - 28) == 0,
 		   "the relay changed MAD bytes it must not touch");
 	attr = cm_mad_attr(buf->mad);
+	if (f->trace)
+		fprintf(stderr, "  write serial %u attr 0x%x ids 0x%x 0x%x\n", serial, attr,
+			get_be32(buf->mad + 24), get_be32(buf->mad + 28));
 	if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)
 		fuzz_check(get_be32(buf->mad + 24) != 0, "a new session went out with id 0");
 	/* The peer answers with these: our wire ids. */
 	if (attr != CM_ATTR_SIDR_REP)
 		remember(f->wire_ids, &f->n_wire_ids, get_be32(buf->mad + 24));
+	if (p)
+		fuzz_check(++p->sends == 1, "a request's MAD was written %u times", p->sends);
 	if (f->fail_sends) {
 		f->fail_sends--;
 		return -EIO;
 	}
-	f->send_ok = true;
+	if (p)
+		p->sent = true;
 	return 0;
 }
 
@@ -410,7 +478,7 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 				   "client %u: op 0x%x answered %d, expected %d", c->id, p->op,
 				   m->hdr.err_code, p->err);
 		if (p->mad_ok_means_sent)
-			fuzz_check((m->hdr.err_code == 0) == p->sent,
+			fuzz_check((m->hdr.err_code == 0) == p->sent && p->sends <= 1,
 				   "client %u: MAD answered %d but %s", c->id, m->hdr.err_code,
 				   p->sent ? "it was sent" : "nothing was sent");
 		if (!p->errno_dialect || m->hdr.op_code == RDMACM_MUX_OP_CODE_HELLO)
@@ -449,6 +517,10 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 		bool sidr = attr == CM_ATTR_SIDR_REQ || attr == CM_ATTR_SIDR_REP;
 		size_t skip = sidr ? 24 : 28, keep = skip + 4;
 
+		if (f->trace)
+			fprintf(stderr, "  client %u reads attr 0x%x ids 0x%x 0x%x\n", c->id, attr,
+				get_be32(m->umad.mad + 24), get_be32(m->umad.mad + 28));
+
 		for (unsigned i = 0; i < INJECTED && i < f->n_inj; i++) {
 			Injected *in = &f->inj[i];
 
@@ -478,8 +550,14 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 		} else if (attr != CM_ATTR_REQ && attr != CM_ATTR_SIDR_REQ &&
 			   get_be32(hit->buf.mad + 28) != 0) {
 			uint32_t remote = get_be32(m->umad.mad + 28);
+			/* A REJ or MRA with RemoteCommID 0 passes unchanged
+			 * (routed by the sender's id): once the ring of
+			 * injected MADs wrapped, its copy may be gone and an
+			 * older one, the same but for that id, match. */
+			bool stale = remote == 0 && f->n_inj > INJECTED &&
+				     (attr == CM_ATTR_REJ || attr == CM_ATTR_MRA);
 
-			fuzz_check(in_ring(c->ids, c->n_ids, remote) || c->n_ids > HISTORY,
+			fuzz_check(in_ring(c->ids, c->n_ids, remote) || c->n_ids > HISTORY || stale,
 				   "client %u: attribute 0x%x for wire id 0x%x: RemoteCommID 0x%x is none of its own",
 				   c->id, attr, get_be32(hit->buf.mad + 28), remote);
 		}
@@ -490,13 +568,30 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 
 /* ---- steps ---- */
 
+/* The client reads all it can. What stays unanswered is what the relay
+ * did not read yet, and, behind a MAD with a sender, what waits for its
+ * answer. */
 static void drain(Fuzz *f, MClient *c)
 {
+	unsigned unread;
+
+	/* Frames read during a drain are answered after it: again, until
+	 * nothing more comes (each round reads frames, so this ends). */
 	f->draining = c;
-	(void)relay_driver_drain(f->relay, c->id, on_frame, f);
+	while (relay_driver_drain(f->relay, c->id, on_frame, f) > 0 &&
+	       relay_driver_has_client(f->relay, c->id))
+		;
 	f->draining = NULL;
-	fuzz_check(c->n_pending == 0, "client %u: %u requests unanswered after a drain", c->id,
-		   c->n_pending);
+	if (!relay_driver_has_client(f->relay, c->id))
+		return;
+	unread = relay_driver_client_unread(f->relay, c->id);
+	if (relay_driver_client_waiting(f->relay, c->id) == 0)
+		fuzz_check(c->n_pending == unread,
+			   "client %u: %u requests unanswered after a drain, %u unread", c->id,
+			   c->n_pending, unread);
+	else
+		fuzz_check(c->n_pending > unread, "client %u: a MAD with a sender and no request",
+			   c->id);
 }
 
 /* The id a client's MAD claims as its own, kept before routing: a session
@@ -511,29 +606,65 @@ static void note_client_id(MClient *c, const struct rdmacm_mux_msg *m)
 	remember(c->ids, &c->n_ids, get_be32(m->umad.mad + 24));
 }
 
-/* One request from client @c; @p says what the answer must be. */
-static void request(Fuzz *f, MClient *c, const struct rdmacm_mux_msg *m, Pending p, bool bad)
+/* Whether the relay reads @c's next frame at once (it reads its answers
+ * first if it must). Requests other than MADs are sent only then: what
+ * they change is the model's at once. */
+static bool client_reads(Fuzz *f, MClient *c)
 {
+	if (relay_driver_client_paused(f->relay, c->id))
+		drain(f, c);
+	return !relay_driver_client_paused(f->relay, c->id) &&
+	       relay_driver_client_unread(f->relay, c->id) == 0;
+}
+
+/* Give a MAD request frame its serial (in the TID's high half) and keep
+ * a copy for the checks of its write. */
+static void stamp_mad(Fuzz *f, MClient *c, struct rdmacm_mux_msg *m, Pending *p)
+{
+	ReqCopy *q;
+
+	p->serial = ++f->next_serial;
+	put_be32(m->umad.mad + 8, p->serial);
+	q = &req_copies[p->serial % REQ_COPIES];
+	q->serial = p->serial;
+	q->sgid_owned = gid_owner(f, m->hdr.sgid.raw, NULL) == c;
+	q->len = m->umad_len >= 0 && m->umad_len <= 256 ? (size_t)m->umad_len : 0;
+	memcpy(q->sgid, m->hdr.sgid.raw, IB_GID_LEN);
+	memcpy(q->mad, m->umad.mad, 256);
+}
+
+/*
+ * One request from client @c; @p says what the answer must be. A client
+ * the relay stopped reading reads its answers first; one still not read
+ * then (its MADs are with the senders) gets MAD requests only, which wait
+ * unread as in a socket: handled later, they change nothing the model
+ * knows but what their own answers say. Return: whether it was sent.
+ */
+static bool request(Fuzz *f, MClient *c, struct rdmacm_mux_msg *m, Pending p, bool bad)
+{
+	bool mad = !bad && m->hdr.msg_type == RDMACM_MUX_MSG_TYPE_REQ &&
+		   m->hdr.op_code == RDMACM_MUX_OP_CODE_MAD;
 	unsigned idx;
+	int e;
 
 	fuzz_check(relay_driver_has_client(f->relay, c->id), "client %u is gone from the relay",
 		   c->id);
-	/* A paused client is not read until it reads: drain it first. */
-	if (relay_driver_client_paused(f->relay, c->id))
-		drain(f, c);
-	if (m->hdr.msg_type == RDMACM_MUX_MSG_TYPE_REQ && m->hdr.op_code == RDMACM_MUX_OP_CODE_MAD)
+	fuzz_check(mad || client_reads(f, c), "a request other than a MAD to a client not read");
+	if (mad) {
 		note_client_id(c, m);
-	idx = c->n_pending++;
+		stamp_mad(f, c, m, &p);
+	}
 	p.errno_dialect = c->caps & RDMACM_MUX_CAP_ERRNO;
+	idx = c->n_pending++;
 	c->pending[idx] = p;
-	f->cur = c;
-	f->cur_req = m;
 	f->sends = 0;
-	f->send_ok = false;
-	fuzz_check(relay_driver_request(f->relay, c->id, m) == 0, "request to a live client");
-	f->cur = NULL;
-	f->cur_req = NULL;
-	c->pending[idx].sent = f->send_ok;
+	e = relay_driver_request(f->relay, c->id, m);
+	if (e == -EAGAIN) {
+		/* As many frames unread as a socket would hold: not sent. */
+		c->n_pending--;
+		return false;
+	}
+	fuzz_check(e == 0, "request to a live client");
 	if (!p.mad_ok_means_sent)
 		fuzz_check(f->sends == 0, "a non-MAD request sent a MAD");
 
@@ -546,6 +677,7 @@ static void request(Fuzz *f, MClient *c, const struct rdmacm_mux_msg *m, Pending
 		fuzz_check(relay_driver_has_client(f->relay, c->id),
 			   "client %u dropped after %u bad frames", c->id, c->bad);
 	}
+	return true;
 }
 
 static void step_reg(Fuzz *f, MClient *c, const uint8_t *gid, bool reg)
@@ -557,6 +689,8 @@ static void step_reg(Fuzz *f, MClient *c, const uint8_t *gid, bool reg)
 	Pending p = { .op = m.hdr.op_code, .known = true };
 	int err;
 
+	if (!client_reads(f, c))
+		return;
 	memcpy(m.hdr.sgid.raw, gid, IB_GID_LEN);
 	if (reg) {
 		err = gid_is_zero(gid) ? -EINVAL
@@ -601,6 +735,9 @@ static void step_mad(Fuzz *f, MClient *c)
 	memcpy(m.umad.hdr.addr.gid, dest, IB_GID_LEN);
 	/* What the answer must be, as far as it is decided before routing. */
 	e = cm_mad_check(m.umad.mad, len, NULL);
+	if (f->trace)
+		fprintf(stderr, "  client %u MAD attr 0x%x ids 0x%x 0x%x\n", c->id, attr, local,
+			remote);
 	if (e < 0) {
 		p.known = true;
 		p.err = dialect(c, e);
@@ -683,7 +820,11 @@ static void step_wire(Fuzz *f, bool raw)
 	b->hdr.addr.gid_index = (h >> 1) & 7;
 	b->hdr.length = (uint32_t)(in->len + 64);
 	memcpy(b->hdr.addr.gid, pick_gid(psel), IB_GID_LEN);
-	inject(f, in);
+	if (f->trace)
+		fprintf(stderr, "  wire attr 0x%x ids 0x%x 0x%x: %s\n", cm_mad_attr(b->mad),
+			get_be32(b->mad + 24), get_be32(b->mad + 28), inject(f, in) ?: "delivered");
+	else
+		inject(f, in);
 }
 
 static void step_raw(Fuzz *f, MClient *c)
@@ -697,6 +838,8 @@ static void step_raw(Fuzz *f, MClient *c)
 		bytes[i] = u8(f);
 	p = (Pending){ .op = m.hdr.op_code };
 	bad = m.hdr.msg_type != RDMACM_MUX_MSG_TYPE_REQ;
+	if ((bad || m.hdr.op_code != RDMACM_MUX_OP_CODE_MAD) && !client_reads(f, c))
+		return;
 	if (!bad) {
 		switch (m.hdr.op_code) {
 		case RDMACM_MUX_OP_CODE_REG:
@@ -822,6 +965,8 @@ static void step_hello(Fuzz *f, MClient *c, uint8_t caps)
 	Pending p = { .op = m.hdr.op_code, .known = true };
 	bool bad = caps & 0x80;
 
+	if (!client_reads(f, c))
+		return;
 	memcpy(m.umad.mad, &h, sizeof(h));
 	/* The answer is in the dialect in force before the request. */
 	p.err = bad ? dialect(c, -EINVAL) : 0;
@@ -836,36 +981,129 @@ static void step_stats(Fuzz *f, MClient *c)
 	bool ok = c->caps & RDMACM_MUX_CAP_CLIENT_STATS;
 	Pending p = { .op = m.hdr.op_code, .known = true, .err = ok ? 0 : dialect(c, -EOPNOTSUPP) };
 
+	if (!client_reads(f, c))
+		return;
 	request(f, c, &m, p, !ok);
+}
+
+/* The errnos a SEND step fails a write with, e picking one (or any). */
+static int send_errno(uint8_t e)
+{
+	static const int common[] = { EIO,    EINVAL, ENODATA, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH,
+				      EACCES, EPERM,  EPROTO,  ENOENT,    EMSGSIZE,     EAGAIN };
+
+	return -(e < 128 ? common[e % (sizeof(common) / sizeof(common[0]))] : 1 + e % 133);
+}
+
+/* SEND: the write i in flight ends; its answer, when it is one the model
+ * can tell, is known from here. */
+static void step_send(Fuzz *f, uint8_t i, uint8_t how, uint8_t e)
+{
+	unsigned n = relay_driver_sends_in_flight(f->relay);
+	const UmadBuffer *buf;
+	RelayDriverSendEnd end = (RelayDriverSendEnd)(how % 4);
+	MClient *c = NULL;
+	Pending *p;
+	int err = send_errno(e);
+
+	if (n == 0)
+		return;
+	buf = relay_driver_send_peek(f->relay, i % n, NULL);
+	p = find_pending(f, get_be32(buf->mad + 8), &c);
+	if (p && end != RELAY_DRIVER_SEND_WRITE) {
+		p->known = true;
+		p->err = dialect_of(p->errno_dialect, end == RELAY_DRIVER_SEND_FAIL ? err
+						      : end == RELAY_DRIVER_SEND_LOSE ? -EIO
+										     : -ETIMEDOUT);
+	}
+	fuzz_check(relay_driver_send_end(f->relay, i % n, end, err) == 0, "ending write %u", i % n);
+}
+
+/* HANDOFF: a write still in flight is answered ETIMEDOUT, a frame not
+ * read EAGAIN; every request is answered before the program ends. */
+static void step_handoff(Fuzz *f)
+{
+	for (unsigned i = 0; i < relay_driver_sends_in_flight(f->relay); i++) {
+		const UmadBuffer *buf = relay_driver_send_peek(f->relay, i, NULL);
+		Pending *p = find_pending(f, get_be32(buf->mad + 8), NULL);
+
+		if (p) {
+			p->known = true;
+			p->err = dialect_of(p->errno_dialect, -ETIMEDOUT);
+		}
+	}
+	for (unsigned i = 0; i < f->n_clients; i++) {
+		MClient *c = f->clients[i];
+		unsigned unread = relay_driver_client_unread(f->relay, c->id);
+
+		fuzz_check(unread <= c->n_pending, "client %u: more frames unread than sent", c->id);
+		for (unsigned k = c->n_pending - unread; k < c->n_pending; k++) {
+			c->pending[k].known = true;
+			c->pending[k].err = dialect_of(c->pending[k].errno_dialect, -EAGAIN);
+		}
+	}
+	relay_driver_handoff(f->relay);
+	fuzz_check(relay_sender_queued(f->relay) == 0, "MADs left with the senders at a hand-off");
+}
+
+/*
+ * The end of a program: every write in flight is written and every client
+ * reads until nothing is left (which may hand the senders more MADs, read
+ * meanwhile); then no request may be unanswered.
+ */
+static void finish(Fuzz *f)
+{
+	for (unsigned round = 0; round < 4 * CLIENT_INPUT_FRAMES; round++) {
+		bool more = false;
+
+		while (relay_driver_sends_in_flight(f->relay) > 0)
+			fuzz_check(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0) == 0,
+				   "ending a write");
+		for (unsigned i = 0; i < f->n_clients; i++) {
+			drain(f, f->clients[i]);
+			more |= f->clients[i]->n_pending > 0;
+		}
+		if (!more && relay_driver_sends_in_flight(f->relay) == 0)
+			break;
+	}
+	for (unsigned i = 0; i < f->n_clients; i++)
+		fuzz_check(f->clients[i]->n_pending == 0, "client %u: %u requests never answered",
+			   f->clients[i]->id, f->clients[i]->n_pending);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[OP_COUNT] = {
-		"ADD", "REMOVE", "REG", "UNREG", "MAD", "WIRE", "TIME",
-		"DRAIN", "RAW", "HELLO", "STATS", "FAIL", "RAWWIRE", "FORGE",
+		"ADD",	   "REMOVE", "REG",  "UNREG", "MAD",	 "WIRE",    "TIME",    "DRAIN", "RAW",
+		"HELLO",   "STATS",  "FAIL", "RAWWIRE", "FORGE", "SEND", "SENDERS", "HANDOFF",
 	};
 	RelayConfig cfg = {
 		.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS, .max_sessions = MAX_SESSIONS,
 		.max_queued = MAX_QUEUED, .max_pending = MAX_PENDING, .max_bad_frames = MAX_BAD,
 		.timeouts_ms = { 0, 1000, 4000, 500 },
 	};
-	Fuzz *f = calloc(1, sizeof(*f));
+	static Fuzz state;
+	Fuzz *f = &state;
 	unsigned steps = 0;
+	bool handed_off = false;
 
-	if (!f)
-		abort();
+	memset(f, 0, offsetof(Fuzz, inj));
+	f->trace = getenv("FUZZ_TRACE") != NULL;
 	f->p = data;
 	f->n = size;
 	f->now = 1000000;
-	f->relay = fuzz_relay_new(&cfg, on_send, f);
-	/* FUZZ_NO_SINK=1 fuzzes past a known event-sink bug until it is fixed. */
-	if (!getenv("FUZZ_NO_SINK"))
-		relay_add_event_sink(f->relay, on_event, f);
+	f->relay = fuzz_relay_new(&cfg, 2, on_send, f);
+	/* Until a SENDERS step says otherwise, the senders write what they
+	 * are handed at once. */
+	relay_driver_set_send_at_once(f->relay, true);
+	relay_add_event_sink(f->relay, on_event, f);
 
-	while (f->n > 0 && steps++ < 4096) {
+	while (f->n > 0 && steps++ < 4096 && !handed_off) {
 		uint8_t op = u8(f) % OP_COUNT;
 		MClient *c = NULL;
+
+		if (f->trace)
+			fprintf(stderr, "step %u: %s\n", steps, names[op]);
 
 		switch (op) {
 		case OP_ADD: {
@@ -943,18 +1181,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (c)
 				step_stats(f, c);
 			break;
+		case OP_SEND: {
+			uint8_t i = u8(f), how = u8(f);
+
+			step_send(f, i, how, u8(f));
+			break;
+		}
+		case OP_SENDERS: {
+			uint8_t n = u8(f);
+
+			relay_driver_set_send_at_once(f->relay, !(n & 4));
+			relay_driver_set_senders(f->relay, n % 3);
+			break;
+		}
+		case OP_HANDOFF:
+			step_handoff(f);
+			handed_off = true;
+			break;
 		default: /* OP_FAIL */
 			f->fail_sends = u8(f) % 4;
 			break;
 		}
-		check_invariants(f, names[op]);
+		/* The session table's own sweep costs its capacity: now and then. */
+		check_invariants(f, names[op], steps % 16 == 0);
 	}
 
-	for (unsigned i = 0; i < f->n_clients; i++)
-		drain(f, f->clients[i]);
+	finish(f);
+	check_invariants(f, "the end", true);
 	while (f->n_clients)
 		model_drop(f, f->clients[0]);
 	fuzz_relay_free(f->relay);
-	free(f);
 	return 0;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the relay fuzzers (fuzz-frames, fuzz-relay): a fake sysfs
- * port with a fixed GID table, a relay on a fake umad port built from it,
- * and a fatal-error helper that aborts with the reason so that libFuzzer
- * (or the replay main) records the input as a crash.
+ * Shared by the relay fuzzers (fuzz-frames, fuzz-relay): a relay on a fake
+ * umad port with a fixed GID table (in memory: a port is made per input,
+ * and nothing is read from sysfs), and a fatal-error helper that aborts
+ * with the reason so that libFuzzer (or the replay main) records the
+ * input as a crash.
  */
 #ifndef RDMACM_MUX_FUZZ_SUPPORT_H
 #define RDMACM_MUX_FUZZ_SUPPORT_H
@@ -18,12 +19,13 @@
 #define FUZZ_PORT_GIDS 4
 extern const uint8_t fuzz_port_gid[FUZZ_PORT_GIDS][16];
 
-/* Create the fake sysfs tree once per process and point SYSFS_PATH at it. */
+/* Once per process: the log's level, the event loop the relays use. */
 void fuzz_env_init(void);
 
 /* A relay on a fresh fake port ("fuzz0" port 1, RoCE) whose sends go to
- * @send. Aborts on failure: the harness, not the input, is broken then. */
-Relay *fuzz_relay_new(const RelayConfig *cfg,
+ * @send, with @senders stand-in senders (relay-driver.h). Aborts on
+ * failure: the harness, not the input, is broken then. */
+Relay *fuzz_relay_new(const RelayConfig *cfg, unsigned senders,
 		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
 		      void *userdata);
 void fuzz_relay_free(Relay *r);

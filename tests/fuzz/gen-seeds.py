@@ -5,8 +5,11 @@
 # CM flows the integration tests drive: active and passive connection
 # set-up and teardown, SIDR, QEMU's source-GID destination, two clients
 # with the same comm id, REJ(Timeout), MRA, timers, a slow reader, garbage
-# frames and the HELLO/CLIENT_STATS extension. The relay seeds are programs
-# in fuzz-relay.c's step language; the others are raw frames and MADs.
+# frames and the HELLO/CLIENT_STATS extension; and for the relay, MADs that
+# wait for a sender: written later, failed, lost, stopped, with no sender,
+# a client that leaves or stops being read meanwhile, and a hand-off that
+# cuts them short. The relay seeds are programs in fuzz-relay.c's step
+# language; the others are raw frames and MADs.
 # Deterministic: rerun after changing a harness's input format.
 #   tests/fuzz/gen-seeds.py [OUTDIR]     (default: tests/fuzz/corpus)
 import os
@@ -103,8 +106,12 @@ write("frames", "bad-lengths",
       + frame(op=3, steer=3))
 
 # ---- relay: programs (see fuzz-relay.c) ----
-ADD, REMOVE, REGS, UNREGS, MADS, WIRE, TIME, DRAIN, RAW, HELLOS, STATSS, FAIL, RAWWIRE, FORGE = \
-    range(14)
+ADD, REMOVE, REGS, UNREGS, MADS, WIRE, TIME, DRAIN, RAW, HELLOS, STATSS, FAIL, RAWWIRE, FORGE, \
+    SEND, SENDERS, HANDOFF = range(17)
+# SEND i h e: h 0 written, 1 failed (e picks the errno), 2 sender lost, 3 deadline
+WRITTEN, FAILED, LOST, DEADLINE = range(4)
+# SENDERS n: n % 3 live; + HOLD: writes stay in flight until a SEND
+HOLD = 4
 A = dict(REQ=0, REP=1, RTU=2, DREQ=3, DREP=4, REJ=5, MRA=6, SIDR_REQ=7, SIDR_REP=8, LAP=9, APR=10,
          CPI=13, BOGUS=14)
 # GID pool: 0 fe80::1, 1-3 10.0.1.1-3 (the port), 4 10.0.1.9, 5-7 10.0.2.1-3 (peers), 8 zero
@@ -185,6 +192,36 @@ prog("forged-session-mads",
      wire("REQ", SMALL(2), ZERO, gid_index=2, peer=6), [DRAIN, 1],
      *[[FORGE, s, a, v] for s in range(2) for a in (1, 2, 3, 4, 5, 6, 9) for v in range(5)],
      [DRAIN, 0], [DRAIN, 1], [TIME, 255])
+prog("deferred-in-order",
+     [SENDERS, 2 + HOLD], [ADD], [REGS, 0, 1], cmad(0, 1, 5, "REQ", SMALL(0), ZERO),
+     [REGS, 0, 2], wire("REQ", SMALL(2), ZERO), [DRAIN, 0], [SEND, 0, WRITTEN, 0],
+     wire("REP", SMALL(1), WIREID(0)), [DRAIN, 0], cmad(0, 1, 5, "RTU", SMALL(0), SEEN(0)),
+     [DRAIN, 0])
+prog("deferred-every-end",
+     [SENDERS, 2 + HOLD], [ADD], [REGS, 0, 1], [HELLOS, 0, 1],
+     cmad(0, 1, 5, "REQ", SMALL(0), ZERO), cmad(0, 1, 6, "REQ", SMALL(1), ZERO),
+     [SEND, 1, FAILED, 3], [SEND, 0, LOST, 0], [DRAIN, 0],
+     cmad(0, 1, 7, "REQ", SMALL(2), ZERO), cmad(0, 1, 7, "REQ", SMALL(3), ZERO),
+     [SEND, 0, DEADLINE, 0], cmad(0, 1, 7, "REQ", SMALL(0), ZERO), [DRAIN, 0],
+     [FAIL, 1], cmad(0, 1, 5, "SIDR_REQ", SMALL(1), ZERO), [SEND, 0, WRITTEN, 0], [DRAIN, 0])
+prog("deferred-paused-reader",
+     [SENDERS, 1 + HOLD], [ADD], [REGS, 0, 1], *[cmad(0, 1, 5 + k % 3, "REQ", SMALL(k), ZERO)
+                                               for k in range(6)],
+     [REGS, 0, 2], [SEND, 0, WRITTEN, 0], [SEND, 0, WRITTEN, 0], [DRAIN, 0], [SEND, 0, FAILED, 200],
+     [DRAIN, 0], [SEND, 0, WRITTEN, 0], [DRAIN, 0])
+prog("deferred-client-leaves",
+     [SENDERS, 2 + HOLD], [ADD], [ADD], [REGS, 0, 1], [REGS, 1, 2],
+     cmad(0, 1, 5, "REQ", SMALL(0), ZERO), cmad(1, 2, 6, "REQ", SMALL(0), ZERO), [REMOVE, 0],
+     [SEND, 0, WRITTEN, 0], [SEND, 0, LOST, 0], [DRAIN, 0])
+prog("deferred-no-senders",
+     [ADD], [REGS, 0, 1], cmad(0, 1, 5, "REQ", SMALL(0), ZERO), [SENDERS, 0],
+     cmad(0, 1, 5, "RTU", SMALL(0), ZERO), cmad(0, 1, 6, "REQ", SMALL(1), ZERO), [DRAIN, 0],
+     [SENDERS, 1 + HOLD], cmad(0, 1, 6, "REQ", SMALL(2), ZERO), cmad(0, 1, 6, "REQ", SMALL(3), ZERO),
+     [SENDERS, HOLD], [DRAIN, 0])
+prog("handoff-cuts-sends-short",
+     [SENDERS, 1 + HOLD], [ADD], [REGS, 0, 1], [ADD], [REGS, 1, 2],
+     cmad(0, 1, 5, "REQ", SMALL(0), ZERO), cmad(0, 1, 6, "REQ", SMALL(1), ZERO),
+     cmad(0, 1, 7, "REQ", SMALL(2), ZERO), cmad(1, 2, 5, "REQ", SMALL(0), ZERO), [HANDOFF])
 prog("raw-wire",
      [ADD], [REGS, 0, 1], [RAWWIRE, 0x53, 255] + list(mad("REQ", 9, dest=G_LOCAL1)),
      [RAWWIRE, 0x00, 23] + list(mad("RTU")[:24]), [DRAIN, 0])

@@ -271,6 +271,9 @@ static int load_port(GKeyFile *kf, struct sim_port *p, GError **err)
 	p->epoch = (uint32_t)g_key_file_get_int64(kf, grp, "epoch", NULL);
 	p->stall_ms = (uint32_t)g_key_file_get_int64(kf, grp, "stall_ms", NULL);
 	p->stall_serial = (uint32_t)g_key_file_get_int64(kf, grp, "stall_serial", NULL);
+	p->send_stall_ms = (uint32_t)g_key_file_get_int64(kf, grp, "send_stall_ms", NULL);
+	p->send_stall_serial = (uint32_t)g_key_file_get_int64(kf, grp, "send_stall_serial", NULL);
+	p->fail_register = g_key_file_get_integer(kf, grp, "fail_register", NULL);
 	if (len < 1 || len > SIM_MAX_GID_LEN)
 		len = SIM_DEFAULT_GID_LEN;
 	p->gid_len = (unsigned)len;
@@ -371,6 +374,13 @@ int sim_fabric_save(const char *dir, const struct sim_fabric *f, GError **err)
 			g_key_file_set_string(kf, pg, "cap_mask", cap);
 			g_key_file_set_boolean(kf, pg, "present", port->present);
 			g_key_file_set_int64(kf, pg, "epoch", port->epoch);
+			if (port->fail_register)
+				g_key_file_set_integer(kf, pg, "fail_register", port->fail_register);
+			if (port->send_stall_serial) {
+				g_key_file_set_int64(kf, pg, "send_stall_ms", port->send_stall_ms);
+				g_key_file_set_int64(kf, pg, "send_stall_serial",
+						     port->send_stall_serial);
+			}
 			if (port->stall_serial) {
 				g_key_file_set_int64(kf, pg, "stall_ms", port->stall_ms);
 				g_key_file_set_int64(kf, pg, "stall_serial", port->stall_serial);
@@ -620,9 +630,25 @@ int sim_reg_read(const char *path, struct sim_reg *out)
 	return 0;
 }
 
-bool sim_reg_is_stale(const struct sim_reg *r)
+bool sim_fifo_is_orphan(const char *dir, const char *fifo)
 {
-	return r->pid <= 0 || (kill(r->pid, 0) < 0 && errno == ESRCH);
+	g_autofree char *path = g_strdup_printf("%s/sock/%s", dir, fifo);
+	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	bool orphan;
+
+	if (fd < 0)
+		return true;
+	/* Every holder keeps a shared lock on the fd's open file: an
+	 * exclusive one is had only when nobody holds it. (Closing our fd
+	 * drops the lock again.) */
+	orphan = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return orphan;
+}
+
+bool sim_reg_is_stale(const char *dir, const struct sim_reg *r)
+{
+	return sim_fifo_is_orphan(dir, r->fifo);
 }
 
 int sim_wake_port(const char *dir, const char *ca, int port)

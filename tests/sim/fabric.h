@@ -42,6 +42,9 @@ struct sim_port {
 	uint32_t epoch; /* bumped by remove-port: fds opened before it stay dead */
 	uint32_t stall_ms;     /* `stall`: how long the next receive waits */
 	uint32_t stall_serial; /* bumped by every `stall`: each is served once */
+	uint32_t send_stall_ms;	    /* `stall-send`: how long the next write waits */
+	uint32_t send_stall_serial; /* bumped by every `stall-send`: one write serves each */
+	int fail_register; /* `fail-register`: errno of send-only registrations, or 0 */
 	unsigned gid_len;
 	struct sim_gid_entry *gids;
 };
@@ -131,7 +134,12 @@ int sim_shared_map(const char *dir, struct sim_shared **out);
 /** Bumps the generation; every process sees the change on its next call. */
 void sim_shared_bump(struct sim_shared *sh);
 
-/* Agent registry: one file per (port, class, version, method), created with link(). */
+/*
+ * Agent registry: one file per (port, class, version, method), created with
+ * link(). An entry is live while some process holds the umad fd (the FIFO)
+ * it names: the fd's open file carries a shared flock, as the kernel's
+ * agents live as long as their file, in whatever process its copies are.
+ */
 struct sim_reg {
 	int pid;
 	char fifo[128];
@@ -150,8 +158,11 @@ char *sim_reg_tid_path(const char *dir, const char *ca, int port, unsigned hi_ti
 /** Reads a registry entry. Returns 0 or -errno. */
 int sim_reg_read(const char *path, struct sim_reg *out);
 
-/** True when the process that wrote @r is gone. */
-bool sim_reg_is_stale(const struct sim_reg *r);
+/** True when no process holds the umad fd that @r's agent lives on. */
+bool sim_reg_is_stale(const char *dir, const struct sim_reg *r);
+
+/** True when no process holds the umad fd of FIFO @fifo (in DIR/sock). */
+bool sim_fifo_is_orphan(const char *dir, const char *fifo);
 
 /** Fixed size of every packet written into a port's FIFO. */
 #define SIM_PKT_SIZE (16 + SIM_UMAD_HDR + SIM_MAD_SIZE)

@@ -264,6 +264,24 @@ static int peer_hold(char **argv)
 	return 0;
 }
 
+/* peer took FD IDLE_MS: receives on umad fd FD, which it inherited and
+ * never registered on. Its first read, before it opened any port itself,
+ * fails as the kernel's does: libibumad reads with the old ABI's header
+ * size until an open of its own switches it. */
+static int peer_took(char **argv)
+{
+	void *buf = g_malloc0(64 + MAD_LEN);
+	int len = MAD_LEN, rc = umad_recv(atoi(argv[0]), buf, &len, 0), probe;
+
+	printf("READY %d %d\n", rc, errno);
+	g_free(buf);
+	probe = umad_open_port("simB", 1);
+	if (probe < 0)
+		return 3;
+	umad_close_port(probe);
+	return receive_loop(atoi(argv[0]), atoi(argv[1]));
+}
+
 static int peer_main(int argc, char **argv)
 {
 	static const struct {
@@ -275,6 +293,7 @@ static int peer_main(int argc, char **argv)
 		{ "send", 8, peer_send },
 		{ "removal", 2, peer_removal },
 		{ "hold", 3, peer_hold },
+		{ "took", 2, peer_took },
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -292,16 +311,43 @@ struct peer {
 	FILE *out;
 };
 
-/* Starts "test-sim peer ARGS..." with extra environment "K=V" entries (or "K=" to unset). */
+/* Starts "test-sim peer ARGS..." with extra environment "K=V" entries (or
+ * "K=" to unset), and @fd as its fd 3 unless -1. */
+static struct peer *peer_start_fd(const char *fabric, const char *const *env_extra, int fd,
+				  const char *role, va_list ap);
+
 static struct peer *peer_start(const char *fabric, const char *const *env_extra,
 			       const char *role, ...)
+{
+	struct peer *p;
+	va_list ap;
+
+	va_start(ap, role);
+	p = peer_start_fd(fabric, env_extra, -1, role, ap);
+	va_end(ap);
+	return p;
+}
+
+static struct peer *peer_start_with_fd(int fd, const char *role, ...)
+{
+	struct peer *p;
+	va_list ap;
+
+	va_start(ap, role);
+	p = peer_start_fd(NULL, NULL, fd, role, ap);
+	va_end(ap);
+	return p;
+}
+
+static struct peer *peer_start_fd(const char *fabric, const char *const *env_extra, int fd,
+				  const char *role, va_list ap)
 {
 	g_autoptr(GPtrArray) argv = g_ptr_array_new();
 	g_auto(GStrv) env = g_get_environ();
 	g_autoptr(GError) err = NULL;
 	struct peer *p = g_new0(struct peer, 1);
+	const int source_fds[] = { fd }, target_fds[] = { 3 };
 	const char *a;
-	va_list ap;
 	int out_fd;
 
 	env = g_environ_unsetenv(env, "UMAD_SIM_FAULTS");
@@ -314,14 +360,14 @@ static struct peer *peer_start(const char *fabric, const char *const *env_extra,
 	g_ptr_array_add(argv, (char *)self_exe);
 	g_ptr_array_add(argv, (char *)"peer");
 	g_ptr_array_add(argv, (char *)role);
-	va_start(ap, role);
 	while ((a = va_arg(ap, const char *)))
 		g_ptr_array_add(argv, (char *)a);
-	va_end(ap);
 	g_ptr_array_add(argv, NULL);
-	g_assert_true(g_spawn_async_with_pipes(NULL, (char **)argv->pdata, env,
-					       G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &p->pid,
-					       NULL, &out_fd, NULL, &err));
+	g_assert_true(g_spawn_async_with_pipes_and_fds(
+		NULL, (const char *const *)argv->pdata, (const char *const *)env,
+		G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, -1, -1, -1, fd >= 0 ? source_fds : NULL,
+		fd >= 0 ? target_fds : NULL, fd >= 0 ? 1 : 0, &p->pid, NULL, &out_fd, NULL,
+		&err));
 	g_assert_no_error(err);
 	p->out = fdopen(out_fd, "r");
 	return p;
@@ -764,6 +810,64 @@ UNIT_TEST("/sim/gid-routing", test_gid_routing)
 	umad_close_port(fd);
 	g_free(m);
 	g_free(echo);
+}
+
+/*
+ * A umad fd lives as the kernel's does: its agent stays registered while
+ * any process holds a copy (here: a plain dup, as a service manager's fd
+ * store holds one) after its opener closed its own, MADs for it wait in
+ * its queue meanwhile, and a process that inherits the fd receives them
+ * on it without opening or registering anything. The agent ends with
+ * the last copy.
+ */
+UNIT_TEST("/sim/inherited-fd", test_inherited_fd)
+{
+	long send_mask[2] = { 1L << SEND, 0 };
+	int a = umad_open_port("simB", 1), keep, b, agent;
+	g_autoptr(GPtrArray) sent = NULL;
+	g_autoptr(GPtrArray) lines = NULL;
+	g_autoptr(GArray) mads = NULL;
+	struct peer *p;
+
+	agent = umad_register(a, CM, 2, 0, send_mask);
+	g_assert_cmpint(agent, ==, 0);
+	keep = dup(a);
+	g_assert_cmpint(keep, >=, 0);
+	umad_close_port(a);
+	/* The class is still taken: the agent lives in the copy. */
+	b = umad_open_port("simB", 1);
+	errno = 0;
+	g_assert_cmpint(umad_register(b, CM, 2, 0, send_mask), ==, -EPERM);
+	g_assert_cmpint(errno, ==, EINVAL);
+	umad_close_port(b);
+	/* Sent while nobody reads: queued, not dropped. */
+	p = peer_start(NULL, NULL, "send", "simA", "1", "1", "::ffff:10.0.2.5", "3", "0", "0",
+		       "0", NULL);
+	sent = peer_finish(p);
+	g_assert_cmpuint(sent->len, ==, 4);
+	for (guint i = 0; i < 3; i++)
+		g_assert_true(g_str_has_prefix(sent->pdata[i], "SEND") &&
+			      strstr(sent->pdata[i], " 0 0 ") != NULL);
+	/* Another process takes the fd over and reads them, agent and all. */
+	p = peer_start_with_fd(keep, "took", "3", "300", NULL);
+	{
+		g_autofree char *l = peer_line(p);
+
+		/* Before an open of its own: EINVAL, and the MAD stays queued. */
+		g_assert_cmpstr(l, ==, "READY -22 22");
+	}
+	lines = peer_finish(p);
+	mads = mads_of(lines);
+	g_assert_cmpuint(mads->len, ==, 3);
+	for (guint i = 0; i < 3; i++) {
+		g_assert_cmpint(g_array_index(mads, struct mad_line, i).rc, ==, agent);
+		g_assert_cmpuint(g_array_index(mads, struct mad_line, i).seq, ==, i);
+	}
+	/* The last copy goes: so does the agent. */
+	close(keep);
+	b = umad_open_port("simB", 1);
+	g_assert_cmpint(umad_register(b, CM, 2, 0, send_mask), ==, 0);
+	umad_close_port(b);
 }
 
 UNIT_TEST("/sim/lid-routing", test_lid_routing)

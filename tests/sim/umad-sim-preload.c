@@ -2,7 +2,13 @@
 /*
  * Owns libumad-sim.so: the libibumad API implemented on the simulated fabric,
  * for LD_PRELOAD. Each umad_open_port() makes a FIFO in DIR/sock and returns
- * an epoll fd that watches it, so the caller can poll the "umad fd" as usual.
+ * it, opened for reading and writing, as the "umad fd": the caller polls it
+ * as usual, and hands it to other processes as the kernel's umad fds are
+ * handed (fork, exec, SCM_RIGHTS, a service manager's fd store). The fd's
+ * open file holds a shared flock for as long as any process holds a copy:
+ * its agents live that long, and MADs for them wait in the FIFO meanwhile,
+ * as in the kernel's queue. A process that uses a umad fd it did not open
+ * takes it over: the agents registered on it come from the registry.
  * A send routes by GID or LID, looks up the receiving agent in DIR/agents
  * (cached until the shared generation changes) and writes the packet, already
  * in the form the receiver's read() would see, straight into its FIFO.
@@ -19,8 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -50,9 +55,7 @@ struct agent {
 };
 
 struct simfd {
-	int fd; /* the epoll fd handed out as the umad fd */
-	int fifo;
-	int stash_efd; /* readable while a packet waits in @stash */
+	int fd; /* the FIFO, handed out as the umad fd */
 	char ca[SIM_CA_NAME_LEN];
 	int port;
 	uint32_t epoch;
@@ -66,8 +69,6 @@ struct simfd {
 	 * many fds and processes a program sends from (the soak replays them
 	 * from the seed). */
 	struct port_rng *rng;
-	bool has_stash;
-	uint8_t stash[SIM_PKT_SIZE];
 	uint32_t stall_served; /* the last `stall` this fd slept for */
 	/* ib_umad_write holds the file's mutex for the whole write, address
 	 * resolution included: writes on one fd wait for each other. */
@@ -205,6 +206,10 @@ static int init_locked(void)
 		}
 	}
 	pthread_atfork(NULL, NULL, after_fork_child);
+	/* Serials tell an agent's packets from those of an agent before it in
+	 * the same slot of the same fd, which may have been another
+	 * process's: they must not start over in each process. */
+	S.next_serial = g_random_int() & 0x7fff0000u;
 	rc = refresh_locked();
 	if (rc < 0)
 		return S.init_rc = rc;
@@ -228,9 +233,17 @@ static void leave(void)
 	pthread_mutex_unlock(&S.lock);
 }
 
+static struct simfd *adopt_locked(int fd);
+
+/* The fd's state; a umad fd this process did not open (inherited, passed
+ * over a socket) is taken over on its first use. */
 static struct simfd *get_fd(int fd)
 {
-	return fd >= 0 && fd < S.nfds ? S.fds[fd] : NULL;
+	struct simfd *s = fd >= 0 && fd < S.nfds ? S.fds[fd] : NULL;
+
+	if (!s && fd >= 0 && S.init_done && S.init_rc == 0 && S.fab)
+		s = adopt_locked(fd);
+	return s;
 }
 
 static bool fd_dead(const struct simfd *s)
@@ -506,10 +519,6 @@ static void simfd_discard(struct simfd **ps)
 
 	if (!s)
 		return;
-	if (s->fifo >= 0)
-		close(s->fifo);
-	if (s->stash_efd >= 0)
-		close(s->stash_efd);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (*s->fifo_path)
@@ -517,29 +526,27 @@ static void simfd_discard(struct simfd **ps)
 	free_simfd(s);
 }
 
+/* FIFO names: CA.PORT.PID.IMAGE.SEQ.eEPOCH (the port's epoch at the open:
+ * a fd opened before a device removal stays dead after a restore). */
 static int make_fifo_fd(struct simfd *s)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-
 	if (!S.image)
 		S.image = g_random_int() | 1;
-	g_snprintf(s->fifo_name, sizeof(s->fifo_name), "%s.%d.%d.%08x.%u", s->ca, s->port,
-		   (int)getpid(), S.image, ++S.fifo_seq);
+	g_snprintf(s->fifo_name, sizeof(s->fifo_name), "%s.%d.%d.%08x.%u.e%u", s->ca, s->port,
+		   (int)getpid(), S.image, ++S.fifo_seq, s->epoch);
 	if ((size_t)g_snprintf(s->fifo_path, sizeof(s->fifo_path), "%s/sock/%s", S.dir,
 			       s->fifo_name) >= sizeof(s->fifo_path))
 		return -ENAMETOOLONG;
 	unlink(s->fifo_path);
 	if (mkfifo(s->fifo_path, 0600) < 0)
 		return -errno;
-	s->fifo = open(s->fifo_path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	s->stash_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->fd = epoll_create1(EPOLL_CLOEXEC);
-	if (s->fifo < 0 || s->stash_efd < 0 || s->fd < 0)
+	s->fd = open(s->fifo_path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (s->fd < 0)
 		return -errno;
 	/* A deep queue, like the kernel's; the default 64 KiB holds only ~190 MADs. */
-	fcntl(s->fifo, F_SETPIPE_SZ, 1 << 20);
-	if (epoll_ctl(s->fd, EPOLL_CTL_ADD, s->fifo, &ev) < 0 ||
-	    epoll_ctl(s->fd, EPOLL_CTL_ADD, s->stash_efd, &ev) < 0)
+	fcntl(s->fd, F_SETPIPE_SZ, 1 << 20);
+	/* Held by every copy of the fd, wherever it goes: the agents' life. */
+	if (flock(s->fd, LOCK_SH | LOCK_NB) < 0)
 		return -errno;
 	return 0;
 }
@@ -599,7 +606,7 @@ static int open_locked(const char *ca_name, int portnum)
 		return -EIO;
 	s = g_new0(struct simfd, 1);
 	pthread_mutex_init(&s->write_lock, NULL);
-	s->fd = s->fifo = s->stash_efd = -1;
+	s->fd = -1;
 	g_strlcpy(s->ca, c->name, sizeof(s->ca));
 	s->port = p->num;
 	s->epoch = p->epoch;
@@ -625,6 +632,103 @@ static int open_locked(const char *ca_name, int portnum)
 	if (S.debug)
 		warn("open %s:%d -> fd %d", c->name, p->num, fd);
 	return fd;
+}
+
+/*
+ * Take over @fd, a umad fd another process opened: find its FIFO (by inode)
+ * in DIR/sock, its port and epoch in the FIFO's name, and its agents in the
+ * registry. Return: its state, or NULL when @fd is no umad fd.
+ */
+static struct simfd *adopt_locked(int fd)
+{
+	g_autofree char *sdir = g_build_filename(S.dir, "sock", NULL);
+	g_autofree char *adir = g_build_filename(S.dir, "agents", NULL);
+	g_autoptr(GDir) socks = NULL;
+	g_autoptr(GDir) agents = NULL;
+	g_auto(GStrv) parts = NULL;
+	g_autofree char *found = NULL;
+	g_autofree char *salt = NULL;
+	struct stat st;
+	struct simfd *s;
+	const char *name;
+	unsigned n;
+
+	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+		return NULL;
+	socks = g_dir_open(sdir, 0, NULL);
+	while (socks && !found && (name = g_dir_read_name(socks))) {
+		g_autofree char *path = g_build_filename(sdir, name, NULL);
+		struct stat e;
+
+		if (stat(path, &e) == 0 && e.st_ino == st.st_ino && e.st_dev == st.st_dev)
+			found = g_strdup(name);
+	}
+	if (!found)
+		return NULL;
+	/* CA.PORT.PID.IMAGE.SEQ.eEPOCH; the CA name may hold dots. */
+	parts = g_strsplit(found, ".", -1);
+	n = g_strv_length(parts);
+	if (n < 6 || parts[n - 1][0] != 'e')
+		return NULL;
+	s = g_new0(struct simfd, 1);
+	pthread_mutex_init(&s->write_lock, NULL);
+	s->fd = fd;
+	s->port = atoi(parts[n - 5]);
+	s->epoch = (uint32_t)strtoul(parts[n - 1] + 1, NULL, 10);
+	{
+		/* The CA name: the parts before PORT, joined again. */
+		g_autoptr(GString) ca = g_string_new(parts[0]);
+
+		for (unsigned i = 1; i + 5 < n; i++)
+			g_string_append_printf(ca, ".%s", parts[i]);
+		g_strlcpy(s->ca, ca->str, sizeof(s->ca));
+	}
+	s->owner = ++S.next_owner;
+	g_strlcpy(s->fifo_name, found, sizeof(s->fifo_name));
+	g_snprintf(s->fifo_path, sizeof(s->fifo_path), "%s/%s", sdir, found);
+	salt = g_strdup_printf("%s/%d", s->ca, s->port);
+	s->rng = port_rng(salt);
+	{
+		const struct sim_port *p = sim_fabric_find_port(S.fab, s->ca, s->port);
+
+		s->stall_served = p ? p->stall_serial : 0;
+	}
+	/* Its agents: every registry entry that names its FIFO. */
+	agents = g_dir_open(adir, 0, NULL);
+	while (agents && (name = g_dir_read_name(agents))) {
+		char *path = g_build_filename(adir, name, NULL);
+		struct sim_reg r;
+		struct agent *a;
+
+		if (*name == '.' || sim_reg_read(path, &r) < 0 || strcmp(r.fifo, found) != 0 ||
+		    r.agent >= MAX_AGENTS) {
+			g_free(path);
+			continue;
+		}
+		a = &s->agents[r.agent];
+		if (!a->used) {
+			a->used = true;
+			a->serial = r.serial;
+			a->hi_tid = r.hi_tid;
+			a->paths = g_ptr_array_new_with_free_func(g_free);
+		}
+		g_ptr_array_add(a->paths, path);
+	}
+	if (fd >= S.nfds) {
+		int len = MAX(fd + 1, S.nfds * 2);
+
+		S.fds = g_renew(struct simfd *, S.fds, len);
+		memset(S.fds + S.nfds, 0, sizeof(*S.fds) * (size_t)(len - S.nfds));
+		S.nfds = len;
+	}
+	/* Not S.new_abi: libibumad switches to the 64-byte header only when
+	 * this process opens a port itself (the file's pkey ABI was set by
+	 * its opener); a process that only inherited the fd reads and writes
+	 * with the old header, and the kernel refuses both. */
+	S.fds[fd] = s;
+	if (S.debug)
+		warn("took over fd %d (%s)", fd, found);
+	return s;
 }
 
 int umad_open_port(const char *ca_name, int portnum)
@@ -662,17 +766,20 @@ int umad_close_port(int portid)
 		return 0;
 	}
 	S.fds[portid] = NULL;
-	for (int i = 0; i < MAX_AGENTS; i++) {
-		any |= s->agents[i].used;
-		drop_agent(&s->agents[i]);
-	}
-	if (any)
-		sim_shared_bump(S.sh);
-	sim_defer_forget(s->owner);
-	close(s->fifo);
-	close(s->stash_efd);
 	close(s->fd);
-	unlink(s->fifo_path);
+	/* As the kernel's: the agents end with the file, not with this copy
+	 * of it (another process, or a service manager's fd store, may hold
+	 * one). */
+	if (sim_fifo_is_orphan(S.dir, s->fifo_name)) {
+		for (int i = 0; i < MAX_AGENTS; i++) {
+			any |= s->agents[i].used;
+			drop_agent(&s->agents[i]);
+		}
+		if (any)
+			sim_shared_bump(S.sh);
+		unlink(s->fifo_path);
+	}
+	sim_defer_forget(s->owner);
 	free_simfd(s);
 	pthread_mutex_unlock(&S.lock);
 	return 0;
@@ -690,21 +797,6 @@ static bool rmpp_class(unsigned c)
 	return c == 0x03 || c == 0x06 || c == 0x10 || c == 0x12 || (c >= 0x30 && c <= 0x4f);
 }
 
-/*
- * An entry of this pid that none of this process's fds made is left from
- * before an exec(): the kernel closed that umad fd (O_CLOEXEC) and freed
- * its agent, and so do we.
- */
-static bool left_by_exec(const struct sim_reg *r)
-{
-	if (r->pid != getpid())
-		return false;
-	for (int i = 0; i < S.nfds; i++)
-		if (S.fds[i] && strcmp(S.fds[i]->fifo_name, r->fifo) == 0)
-			return false;
-	return true;
-}
-
 /* Creates @path holding @tmp's content, unless a live agent holds it already. */
 static int claim(const char *tmp, const char *path)
 {
@@ -716,7 +808,7 @@ static int claim(const char *tmp, const char *path)
 		if (errno != EEXIST)
 			return -errno;
 		/* The holder may have died without unregistering: reclaim its entry. */
-		if (sim_reg_read(path, &r) == 0 && !sim_reg_is_stale(&r) && !left_by_exec(&r))
+		if (sim_reg_read(path, &r) == 0 && !sim_reg_is_stale(S.dir, &r))
 			return -EINVAL;
 		unlink(path);
 	}
@@ -752,6 +844,9 @@ static int register_agent(int portid, unsigned qpn, int mclass, int version, int
 		if (qpn == 0 && p->link == SIM_LINK_ETH)
 			return -EPROTONOSUPPORT;
 	}
+	/* `umad-sim fail-register`: a kernel that refuses send-only agents. */
+	if (p->fail_register && (!mclass || !(mask[0] | mask[1])))
+		return -p->fail_register;
 	for (int i = 0; i < MAX_AGENTS; i++)
 		if (!s->agents[i].used) {
 			id = i;
@@ -950,7 +1045,7 @@ static struct route *lookup_route(const struct sim_port *dst, bool by_tid, uint8
 		      : sim_reg_method_path(S.dir, dst->ca_name, dst->num, mclass, version, method,
 					    oui);
 	/* A dead holder is treated as absent: its MADs would go nowhere. */
-	r->found = sim_reg_read(path, &r->reg) == 0 && !sim_reg_is_stale(&r->reg);
+	r->found = sim_reg_read(path, &r->reg) == 0 && !sim_reg_is_stale(S.dir, &r->reg);
 	return r;
 }
 
@@ -1084,6 +1179,10 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 
 	if (!s)
 		return -EBADF;
+	/* Every sim fd speaks the pkey ABI (its opener enabled it): a header
+	 * of the old ABI (umad_size() 56) is garbage to ib_umad_write. */
+	if (umad_size() != SIM_UMAD_HDR)
+		return -EINVAL;
 	/* ib_umad_write: at least the RMPP header, at most one 256-byte MAD. */
 	if (length < 0 || length + SIM_UMAD_HDR < SIM_UMAD_HDR + 36 || length > SIM_MAD_SIZE)
 		return -EINVAL;
@@ -1222,6 +1321,29 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 	return 0;
 }
 
+/*
+ * `umad-sim stall-send`: the port's next write, by whatever process, waits
+ * (its fd's write lock held, as the kernel holds the file's mutex). The
+ * first writer to create DIR/stall-send.CA.PORT.SERIAL serves it.
+ * Return: how long to wait, or 0.
+ */
+static unsigned send_stall_claim_locked(const struct simfd *s)
+{
+	const struct sim_port *p = sim_fabric_find_port(S.fab, s->ca, s->port);
+	g_autofree char *path = NULL;
+	int fd;
+
+	if (!p || !p->send_stall_serial)
+		return 0;
+	path = g_strdup_printf("%s/stall-send.%s.%d.%u", S.dir, p->ca_name, p->num,
+			       p->send_stall_serial);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return p->send_stall_ms;
+}
+
 int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, int retries)
 {
 	struct ib_user_mad *m = umad;
@@ -1234,12 +1356,21 @@ int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, i
 	m->agent_id = (uint32_t)agentid;
 	/* The fd's write lock first, then the library's: a writer that waits
 	 * for its address releases the library's lock, never its fd's. */
-	pthread_mutex_lock(&S.lock);
+	(void)enter();
 	s = get_fd(portid);
-	pthread_mutex_unlock(&S.lock);
+	leave();
 	if (s)
 		pthread_mutex_lock(&s->write_lock);
 	rc = enter();
+	if (rc == 0 && s) {
+		unsigned ms = send_stall_claim_locked(s);
+
+		if (ms) {
+			leave();
+			g_usleep((gulong)ms * 1000);
+			rc = enter();
+		}
+	}
 	if (rc == 0)
 		rc = do_send(portid, agentid, m, length, timeout_ms, retries);
 	leave();
@@ -1254,6 +1385,28 @@ int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, i
 
 /* ---- receive ------------------------------------------------------------ */
 
+/*
+ * ib_umad_read puts a packet that does not fit back at the head of the
+ * queue. The queue is the FIFO: what is in it is taken out and written back
+ * behind @pkt (the FIFO holds at most 1 MiB, and only the one reader takes
+ * from it), so that it stays there for whichever process reads next.
+ */
+static int requeue_head(struct simfd *s, const union pkt *pkt)
+{
+	g_autofree uint8_t *rest = g_malloc(1 << 20);
+	size_t len = 0;
+	ssize_t n;
+
+	while (len < (1u << 20) && (n = read(s->fd, rest + len, (1u << 20) - len)) > 0)
+		len += (size_t)n;
+	if (write(s->fd, pkt->bytes, SIM_PKT_SIZE) != SIM_PKT_SIZE)
+		return -EIO;
+	for (size_t off = 0; off < len; off += SIM_PKT_SIZE)
+		if (write(s->fd, rest + off, SIM_PKT_SIZE) != SIM_PKT_SIZE)
+			return -EIO;
+	return 0;
+}
+
 /* Returns the agent id, -EAGAIN when nothing is queued, or another -errno. */
 static int try_recv(int portid, struct ib_user_mad *m, int *length)
 {
@@ -1266,55 +1419,26 @@ static int try_recv(int portid, struct ib_user_mad *m, int *length)
 		const struct agent *a;
 		uint32_t id;
 		uint64_t tid;
+		ssize_t n;
 
 		if (fd_dead(s))
 			return -EIO; /* agents_dead: the queued WAKE keeps the fd readable */
-		if (s->has_stash) {
-			memcpy(pkt.bytes, s->stash, SIM_PKT_SIZE);
-		} else {
-			ssize_t n = read(s->fifo, pkt.bytes, SIM_PKT_SIZE);
-
-			if (n < 0)
-				return errno == EINTR ? -EINTR : -errno;
-			if (n != SIM_PKT_SIZE || pkt.s.h.magic != SIM_PKT_MAGIC)
-				continue;
-		}
-		if (pkt.s.h.kind == SIM_PKT_WAKE) {
-			s->has_stash = false;
+		n = read(s->fd, pkt.bytes, SIM_PKT_SIZE);
+		if (n < 0)
+			return errno == EINTR ? -EINTR : -errno;
+		if (n != SIM_PKT_SIZE || pkt.s.h.magic != SIM_PKT_MAGIC)
 			continue;
-		}
+		if (pkt.s.h.kind == SIM_PKT_WAKE)
+			continue;
 		id = pkt.s.u.agent_id;
 		a = id < MAX_AGENTS ? &s->agents[id] : NULL;
 		/* An agent unregistered while its MADs were in flight: the kernel drops them. */
-		if (!a || !a->used || a->serial != pkt.s.h.serial) {
-			if (s->has_stash) {
-				uint64_t v;
-
-				s->has_stash = false;
-				if (read(s->stash_efd, &v, sizeof(v)) < 0)
-					v = 0;
-			}
+		if (!a || !a->used || a->serial != pkt.s.h.serial)
 			continue;
-		}
-		if (*length < (int)pkt.s.h.mad_len) {
-			/* ib_umad_read requeues a packet that does not fit, at the head. */
-			if (!s->has_stash) {
-				uint64_t one = 1;
-
-				memcpy(s->stash, pkt.bytes, SIM_PKT_SIZE);
-				s->has_stash = true;
-				if (write(s->stash_efd, &one, sizeof(one)) < 0)
-					return -EIO;
-			}
-			return -EINVAL;
-		}
-		if (s->has_stash) {
-			uint64_t v;
-
-			s->has_stash = false;
-			if (read(s->stash_efd, &v, sizeof(v)) < 0)
-				v = 0;
-		}
+		/* ib_umad_read: the buffer (libibumad reads umad_size() +
+		 * *length) must hold the header and the MAD. */
+		if ((int)umad_size() + *length < SIM_UMAD_HDR + (int)pkt.s.h.mad_len)
+			return requeue_head(s, &pkt) < 0 ? -EIO : -EINVAL;
 		memcpy(&tid, pkt.s.mad + 8, 8);
 		if (pkt.s.h.kind == SIM_PKT_DATA && is_response(pkt.s.mad[3]))
 			sim_defer_cancel(s->owner, be64toh(tid), pkt.s.mad[1]);

@@ -29,7 +29,9 @@ static int usage(void)
 	      "  umad-sim del-gid DIR CA PORT GID\n"
 	      "  umad-sim remove-port DIR CA PORT\n"
 	      "  umad-sim restore-port DIR CA PORT\n"
-	      "  umad-sim stall DIR CA PORT MS                 # the next receive waits MS\n",
+	      "  umad-sim stall DIR CA PORT MS                 # the next receive waits MS\n"
+	      "  umad-sim stall-send DIR CA PORT MS            # the next write waits MS\n"
+	      "  umad-sim fail-register DIR CA PORT ERRNO|0    # send-only agents fail\n",
 	      stderr);
 	return 2;
 }
@@ -60,7 +62,7 @@ static void show_agents(const char *dir)
 		if (sim_reg_read(path, &r) < 0)
 			continue;
 		printf("  %-28s pid %d agent %u hi_tid %u %s\n", name, r.pid, r.agent, r.hi_tid,
-		       sim_reg_is_stale(&r) ? "stale" : "live");
+		       sim_reg_is_stale(dir, &r) ? "stale" : "live");
 	}
 }
 
@@ -274,6 +276,37 @@ static int do_stall(struct sim_fabric *f, char **args, void *data)
 	return 0;
 }
 
+/* A kernel that holds a writer up: the port's next write, by whichever
+ * process and fd, sleeps. */
+static int do_stall_send(struct sim_fabric *f, char **args, void *data)
+{
+	struct sim_port *p = arg_port(f, args);
+
+	(void)data;
+	if (!p)
+		return -ENODEV;
+	p->send_stall_ms = (uint32_t)atoi(args[2]);
+	p->send_stall_serial++;
+	return 0;
+}
+
+/* Registrations of send-only agents (no method: a daemon's sender
+ * processes) on the port fail with ERRNO (a name or a number; 0 stops it),
+ * as on a kernel that is out of memory. */
+static int do_fail_register(struct sim_fabric *f, char **args, void *data)
+{
+	struct sim_port *p = arg_port(f, args);
+	int e = strcmp(args[2], "0") == 0 ? 0 : sim_errno_from_name(args[2]);
+
+	(void)data;
+	if (!p)
+		return -ENODEV;
+	if (e < 0)
+		return -EINVAL;
+	p->fail_register = e;
+	return 0;
+}
+
 static int do_set_present(struct sim_fabric *f, char **args, void *data)
 {
 	struct sim_port *p = arg_port(f, args);
@@ -322,6 +355,10 @@ int main(int argc, char **argv)
 			(void)sim_wake_port(argv[2], argv[3], atoi(argv[4]));
 		return rc;
 	}
+	if (strcmp(cmd, "fail-register") == 0 && argc == 6)
+		return edit(argv[2], do_fail_register, argv + 3, NULL);
+	if (strcmp(cmd, "stall-send") == 0 && argc == 6)
+		return edit(argv[2], do_stall_send, argv + 3, NULL);
 	if (strcmp(cmd, "restore-port") == 0 && argc == 5)
 		return edit(argv[2], do_set_present, argv + 3, (void *)1);
 	if (strcmp(cmd, "remove-port") == 0 && argc == 5) {

@@ -169,10 +169,13 @@ def full_contract(tmp, fabric, name, wrap_pid):
                   if p == "FDSTORE=1" and n.startswith("FDNAME=")]
         removed = [n[len("FDNAME="):] for p, n in zip(store, store[1:])
                    if p == "FDSTOREREMOVE=1" and n.startswith("FDNAME=")]
-        check(stored[:4] == ["main", "control", "state", "sessions"],
-              f"{name}: the bound sockets and the state go to the fd store first ({stored[:4]})")
-        check(stored[4:] == ["client.1"] and removed == ["client.1"],
-              f"{name}: the client's socket is stored while it is connected ({stored[4:]}, "
+        # The umad fd first (its CM agent lives on in the store), then the
+        # bound sockets and the state.
+        check(stored[:5] == ["umad.1.0.simA", "main", "control", "state", "sessions"],
+              f"{name}: the umad fd, the bound sockets and the state go to the fd store "
+              f"first ({stored[:5]})")
+        check(stored[5:] == ["client.1"] and removed == ["client.1"],
+              f"{name}: the client's socket is stored while it is connected ({stored[5:]}, "
               f"removed {removed})")
         print(f"# first messages: {lines[:4]}")
         pids = {m[1] for m in notify.msgs}

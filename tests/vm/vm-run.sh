@@ -20,6 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # in the guest as /usr/bin/NAME. Add new test clients here.
 declare -A VM_PROGRAMS=(
 	[umad-probe]=tests/vm/umad-probe
+	[fd-store-keeper]=tests/vm/fd-store-keeper
 	[rdmacm-mux]=daemon/rdmacm-mux
 	[rdmacm-mux-pingpong]=examples/rdmacm-mux-pingpong
 	[rdmacm-mux-qemu-client]=tests/tools/rdmacm-mux-qemu-client

@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the relay's deferred sends, through relay-driver.h: a MAD
+ * that may wait goes to a (stand-in) sender, its response keeps its place
+ * among the client's answers, and every way a write can end is answered
+ * with the code the protocol documents: written, failed, the sender lost,
+ * stopped at its deadline, cut short at a hand-off, no sender at all. No
+ * sockets, no device, no processes; time is the test's.
+ */
+#include <arpa/inet.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cm-mad.h"
+#include "protocol-err-codes.h"
+#include "relay-driver.h"
+#include "umad-port-fake.h"
+#include "unit-test.h"
+#include "util.h"
+
+#define MAX_SLOW_SENDS 2
+
+typedef struct Fixture {
+	char *sysfs;
+	sd_event *event;
+	Relay *relay;
+	unsigned n_sent;
+	int send_result; /* what the port's next write returns */
+	struct rdmacm_mux_msg got[64];
+	unsigned n_got;
+	uint8_t gid[16], peer[16], peer2[16];
+	uint32_t c;
+} Fixture;
+
+static int port_send(void *userdata, UmadBuffer *buf, size_t len)
+{
+	Fixture *f = userdata;
+
+	(void)buf;
+	(void)len;
+	f->n_sent++;
+	return f->send_result;
+}
+
+static void collect(void *userdata, const struct rdmacm_mux_msg *m)
+{
+	Fixture *f = userdata;
+
+	g_assert_cmpuint(f->n_got, <, G_N_ELEMENTS(f->got));
+	f->got[f->n_got++] = *m;
+}
+
+/* Take what the client has queued into f->got. Return: how many. */
+static unsigned drain(Fixture *f)
+{
+	f->n_got = 0;
+	relay_driver_drain(f->relay, f->c, collect, f);
+	g_assert_null(relay_check_invariants(f->relay));
+	return f->n_got;
+}
+
+static void send_frame(Fixture *f, const struct rdmacm_mux_msg *m)
+{
+	g_assert_cmpint(relay_driver_request(f->relay, f->c, m), ==, 0);
+	g_assert_null(relay_check_invariants(f->relay));
+}
+
+static void reg(Fixture *f, const uint8_t gid[16])
+{
+	struct rdmacm_mux_msg m = { .hdr.op_code = RDMACM_MUX_OP_CODE_REG };
+
+	memcpy(m.hdr.sgid.raw, gid, 16);
+	send_frame(f, &m);
+}
+
+/* A REQ from the client's GID to @dest, with comm id @local (the TID's
+ * high half carries it too: responses echo the request). */
+static void req(Fixture *f, uint32_t local, const uint8_t dest[16])
+{
+	struct rdmacm_mux_msg m = { .hdr.op_code = RDMACM_MUX_OP_CODE_MAD, .umad_len = 256 };
+
+	memcpy(m.hdr.sgid.raw, f->gid, 16);
+	mad_build_req(m.umad.mad, local, f->gid, dest, (uint64_t)local << 32);
+	m.umad.hdr.addr.grh_present = 1;
+	memcpy(m.umad.hdr.addr.gid, dest, 16);
+	send_frame(f, &m);
+}
+
+/* The next frame got is the answer to the REQ with comm id @local. */
+static void expect_answer(const struct rdmacm_mux_msg *m, uint32_t local, int err)
+{
+	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpuint(mad_tid(m->umad.mad) >> 32, ==, local);
+	g_assert_cmpint(m->hdr.err_code, ==, err);
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autofree char *port = NULL;
+	UmadPort *p = NULL;
+	RelayConfig cfg = {
+		.max_clients = 8, .max_gids = 4, .max_sessions = 16, .max_queued = 8,
+		.max_pending = 16, .max_slow_sends = MAX_SLOW_SENDS, .send_fast_ms = 1000,
+		.send_fail_ms = 500, .timeouts_ms = { 0, 60000, 60000, 60000 },
+	};
+	(void)data;
+
+	memset(f, 0, sizeof(*f));
+	f->sysfs = g_dir_make_tmp("relay-sends-XXXXXX", NULL);
+	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
+	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	unit_test_write_file(port, "gid_attrs/types/0", "RoCE v2\n");
+	unit_test_write_file(port, "gid_attrs/types/1", "RoCE v2\n");
+	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
+	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, port_send, f, &p), ==, 0);
+	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
+	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
+	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.1.1", f->gid), ==, 1);
+	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.2.1", f->peer), ==, 1);
+	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.2.2", f->peer2), ==, 1);
+	f->c = relay_driver_add_client(f->relay);
+	reg(f, f->gid);
+	g_assert_cmpuint(drain(f), ==, 1);
+	g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
+	(void)data;
+
+	g_assert_null(relay_check_invariants(f->relay));
+	relay_free(f->relay);
+	sd_event_unref(f->event);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->sysfs);
+}
+
+/*
+ * A first MAD to a destination waits for a sender. Its response keeps its
+ * place: the answer to a later request and a MAD from the wire for the
+ * client wait behind it, and come in order once the write is done. The
+ * next MAD to that destination is written at once, by the loop.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/response-keeps-its-place", NULL, fixture_setup,
+		  test_response_keeps_its_place)
+{
+	UmadBuffer in = { 0 };
+	(void)data;
+
+	req(f, 1, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 1);
+	g_assert_cmpuint(f->n_sent, ==, 0);
+	/* A REG answered at once, and a REQ for the client from the wire. */
+	reg(f, f->peer2);
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 1;
+	memcpy(in.hdr.addr.gid, f->peer, 16);
+	mad_build_req(in.mad, 0x77, f->peer, f->gid, 0x55);
+	relay_driver_wire_mad(f->relay, &in, 256);
+	g_assert_cmpuint(drain(f), ==, 0);
+
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(f->n_sent, ==, 1);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 3);
+	expect_answer(&f->got[0], 1, 0);
+	g_assert_cmpuint(f->got[1].hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	g_assert_cmpuint(f->got[1].hdr.op_code, ==, RDMACM_MUX_OP_CODE_REG);
+	g_assert_cmpuint(f->got[2].hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(relay_sender_written(f->relay), ==, 1);
+
+	/* Fast now: the loop writes it itself. */
+	req(f, 2, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 0);
+	g_assert_cmpuint(f->n_sent, ==, 2);
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 2, 0);
+}
+
+/*
+ * Each way a sender's write ends has its answer: the write's own errno,
+ * EIO when the sender died in the middle, ETIMEDOUT when it was stopped
+ * at its deadline. A refused MAD's new session is undone.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/every-end-answered", NULL, fixture_setup, test_every_end_answered)
+{
+	static const struct {
+		RelayDriverSendEnd how;
+		int err, answer;
+	} ends[] = {
+		{ RELAY_DRIVER_SEND_FAIL, -EINVAL, RDMACM_MUX_ERR_CODE_EINVAL },
+		{ RELAY_DRIVER_SEND_FAIL, -ENODATA, -ENODATA },
+		{ RELAY_DRIVER_SEND_LOSE, 0, -EIO },
+		{ RELAY_DRIVER_SEND_TIMEOUT, 0, -ETIMEDOUT },
+	};
+	(void)data;
+
+	for (unsigned i = 0; i < G_N_ELEMENTS(ends); i++) {
+		uint8_t dest[16];
+
+		memcpy(dest, f->peer, 16);
+		dest[15] = (uint8_t)(0x40 + i); /* a new destination each time */
+		req(f, 10 + i, dest);
+		g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+		g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+		g_assert_cmpint(relay_driver_send_end(f->relay, 0, ends[i].how, ends[i].err), ==, 0);
+		g_assert_cmpuint(drain(f), ==, 1);
+		expect_answer(&f->got[0], 10 + i, ends[i].answer);
+		g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	}
+	g_assert_cmpuint(f->n_sent, ==, 0);
+	g_assert_cmpuint(relay_counters(f->relay)->tx_reject[TX_REJECT_SEND_FAILED], ==, 4);
+	{
+		UmadSenderStats st;
+
+		relay_sender_stats(f->relay, &st);
+		g_assert_cmpuint(st.lost, ==, 1);
+		g_assert_cmpuint(st.timeouts, ==, 1);
+	}
+}
+
+/*
+ * A destination that did not answer in time: the MADs queued behind the
+ * one that found out answer ETIMEDOUT with it, and new ones for a while
+ * (the negative cache), without a sender.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/stuck-destination", NULL, fixture_setup, test_stuck_destination)
+{
+	(void)data;
+
+	req(f, 1, f->peer);
+	req(f, 2, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 2);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_TIMEOUT, 0), ==, 0);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 1, -ETIMEDOUT);
+	expect_answer(&f->got[1], 2, -ETIMEDOUT);
+	req(f, 3, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 3, -ETIMEDOUT);
+	/* Past the negative cache (500 ms here) it gets a sender again. */
+	relay_driver_set_time(f->relay, 1000000 + 600000);
+	req(f, 4, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 4, 0);
+	g_assert_cmpuint(f->n_sent, ==, 1);
+}
+
+/*
+ * A client has at most MAX_SLOW_SENDS MADs with the senders; past them
+ * its frames wait unread, and are read and answered, in order, when one
+ * is done.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/slow-sends-pause-reading", NULL, fixture_setup,
+		  test_slow_sends_pause_reading)
+{
+	uint8_t d2[16];
+	(void)data;
+
+	memcpy(d2, f->peer, 16);
+	d2[15] = 0x99;
+	req(f, 1, f->peer);
+	req(f, 2, d2);
+	g_assert_true(relay_driver_client_paused(f->relay, f->c));
+	req(f, 3, f->peer2);
+	reg(f, f->peer2);
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 2);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 2);
+	/* The second write ends first: its answer waits for the first's,
+	 * and the client is read again: REQ 3 takes the free sender. */
+	g_assert_cmpint(relay_driver_send_end(f->relay, 1, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 1);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 2);
+	g_assert_true(relay_driver_client_paused(f->relay, f->c));
+	/* The first ends: the REG is read and answered, behind REQ 3's place. */
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 1, 0);
+	expect_answer(&f->got[1], 2, 0);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 3, 0);
+	g_assert_cmpuint(f->got[1].hdr.op_code, ==, RDMACM_MUX_OP_CODE_REG);
+	g_assert_cmpint(f->got[1].hdr.err_code, ==, 0);
+	g_assert_cmpuint(f->n_sent, ==, 3);
+}
+
+/* A client that leaves while its MAD is with a sender: the write ends
+ * all the same and is counted, and nothing is answered to anyone. */
+UNIT_FIXTURE_TEST("/relay-sends/client-leaves-mid-send", NULL, fixture_setup,
+		  test_client_leaves_mid_send)
+{
+	uint64_t tx_before = relay_counters(f->relay)->tx[CM_IDX_REQ];
+	(void)data;
+
+	req(f, 1, f->peer);
+	req(f, 2, f->peer2);
+	relay_driver_remove_client(f->relay, f->c);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_LOSE, 0), ==, 0);
+	g_assert_cmpuint(f->n_sent, ==, 1);
+	g_assert_cmpuint(relay_counters(f->relay)->tx[CM_IDX_REQ], ==, tx_before + 1);
+	g_assert_cmpuint(relay_counters(f->relay)->tx_reject[TX_REJECT_SEND_FAILED], ==, 1);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 0);
+}
+
+/*
+ * No sender live (none could start): a MAD that would wait for one
+ * answers EAGAIN at once (send it again), counted as the senders being
+ * busy; a destination the loop writes to itself still works.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/no-sender", NULL, fixture_setup, test_no_sender)
+{
+	uint8_t d3[16];
+	(void)data;
+
+	memcpy(d3, f->peer, 16);
+	d3[15] = 0x33;
+	req(f, 1, f->peer);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 1);
+	relay_driver_set_senders(f->relay, 0);
+	req(f, 2, f->peer); /* fast: written by the loop */
+	req(f, 3, d3);	    /* new: no sender to take it */
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 0);
+	g_assert_cmpuint(f->n_sent, ==, 2);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 2, 0);
+	expect_answer(&f->got[1], 3, -EAGAIN);
+	g_assert_cmpuint(relay_counters(f->relay)->tx_reject[TX_REJECT_SEND_BUSY], ==, 1);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 2);
+}
+
+/* Queued for a sender when the last one went: EAGAIN, in order. */
+UNIT_FIXTURE_TEST("/relay-sends/queued-when-senders-go", NULL, fixture_setup,
+		  test_queued_when_senders_go)
+{
+	(void)data;
+
+	relay_driver_set_senders(f->relay, 1);
+	req(f, 1, f->peer);
+	req(f, 2, f->peer2); /* waits for the one sender */
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 2);
+	relay_driver_set_senders(f->relay, 0);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 1);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 1, 0);
+	expect_answer(&f->got[1], 2, -EAGAIN);
+}
+
+/*
+ * A planned restart: a write that stalls is cut short (ETIMEDOUT: it may
+ * or may not have gone out), a MAD queued behind it was not sent
+ * (EAGAIN), and so were the frames the client sent that the relay had not
+ * read (EAGAIN). Every request is answered once, in order.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/handoff-answers-everything", NULL, fixture_setup,
+		  test_handoff_answers_everything)
+{
+	uint8_t d2[16];
+	(void)data;
+
+	memcpy(d2, f->peer, 16);
+	d2[15] = 0x99;
+	relay_driver_set_senders(f->relay, 1);
+	req(f, 1, f->peer); /* stalls in the sender */
+	req(f, 2, d2);	    /* queued for the sender */
+	g_assert_true(relay_driver_client_paused(f->relay, f->c));
+	req(f, 3, f->peer2); /* unread */
+	reg(f, f->peer2);    /* unread */
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 2);
+	relay_driver_handoff(f->relay);
+	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 0);
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 4);
+	expect_answer(&f->got[0], 1, -ETIMEDOUT);
+	expect_answer(&f->got[1], 2, -EAGAIN);
+	expect_answer(&f->got[2], 3, -EAGAIN);
+	g_assert_cmpuint(f->got[3].hdr.op_code, ==, RDMACM_MUX_OP_CODE_REG);
+	g_assert_cmpint(f->got[3].hdr.err_code, ==, -EAGAIN);
+	g_assert_cmpuint(f->n_sent, ==, 0);
+	/* Nothing more goes to a sender afterwards. */
+	req(f, 4, d2);
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 4, -EAGAIN);
+}
+
+/* The answer PROTOCOL.md's err_code table gives a base-protocol client
+ * for -@errnum. */
+static int32_t protocol_answer(int errnum)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(protocol_err_codes); i++)
+		if (protocol_err_codes[i].errnum == errnum)
+			return protocol_err_codes[i].code;
+	return -errnum;
+}
+
+/*
+ * Whatever errno a write ends with, the client gets the err_code that
+ * PROTOCOL.md's table says: a positive code for the errnos it lists, the
+ * negative errno for any other; and with CAP_ERRNO the negative errno
+ * always.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/answers-as-protocol-md-says", NULL, fixture_setup,
+		  test_answers_as_protocol_md_says)
+{
+	struct rdmacm_mux_msg hello = { .hdr.op_code = RDMACM_MUX_OP_CODE_HELLO, .umad_len = 32 };
+	struct rdmacm_mux_hello h = { .magic = RDMACM_MUX_HELLO_MAGIC, .version_major = 1,
+				      .capabilities = RDMACM_MUX_CAP_ERRNO };
+	unsigned k = 0;
+	(void)data;
+
+	for (int dialect = 0; dialect < 2; dialect++) {
+		if (dialect == 1) {
+			memcpy(hello.umad.mad, &h, sizeof(h));
+			send_frame(f, &hello);
+			g_assert_cmpuint(drain(f), ==, 1);
+			g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
+		}
+		for (int errnum = 1; errnum < 134; errnum++, k++) {
+			uint8_t dest[16];
+
+			memcpy(dest, f->peer, 16);
+			dest[13] = (uint8_t)(k >> 8);
+			dest[14] = (uint8_t)k;
+			req(f, 0x1000 + k, dest);
+			g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_FAIL, -errnum),
+					==, 0);
+			g_assert_cmpuint(drain(f), ==, 1);
+			expect_answer(&f->got[0], 0x1000 + k, dialect ? -errnum : protocol_answer(errnum));
+		}
+	}
+}
+
+UNIT_TEST_MAIN()
