@@ -434,12 +434,18 @@ static int port_setup(Daemon *d, UmadPort **ret)
 }
 
 /* The sockets systemd passed, or our own: a failure is logged where it
- * happens. */
+ * happens. The control socket first: a client that finds the main one
+ * serving finds it too. */
 static int listener_setup(Daemon *d)
 {
 	ListenerPerms perms;
 	int r;
 
+	if (d->control_fd < 0) {
+		control_bind(d);
+		if (d->control_bound)
+			(void)fd_store_put("control", d->control_fd);
+	}
 	if (d->activated > 0)
 		log_info("serving the socket passed by systemd");
 	else {
@@ -455,11 +461,6 @@ static int listener_setup(Daemon *d)
 		}
 		/* Kept with the clients: a successor serves the same socket. */
 		(void)fd_store_put("main", d->listen_fd);
-	}
-	if (d->control_fd < 0) {
-		control_bind(d);
-		if (d->control_bound)
-			(void)fd_store_put("control", d->control_fd);
 	}
 	return 0;
 }

@@ -170,8 +170,9 @@ def full_contract(tmp, fabric, name, wrap_pid):
         removed = [n[len("FDNAME="):] for p, n in zip(store, store[1:])
                    if p == "FDSTOREREMOVE=1" and n.startswith("FDNAME=")]
         # The umad fd first (its CM agent lives on in the store), then the
-        # bound sockets and the state.
-        check(stored[:5] == ["umad.1.0.simA", "main", "control", "state", "sessions"],
+        # bound sockets (control before main: a client that finds the
+        # daemon serving finds its control socket) and the state.
+        check(stored[:5] == ["umad.1.0.simA", "control", "main", "state", "sessions"],
               f"{name}: the umad fd, the bound sockets and the state go to the fd store "
               f"first ({stored[:5]})")
         check(stored[5:] == ["client.1"] and removed == ["client.1"],
