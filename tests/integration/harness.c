@@ -83,6 +83,16 @@ void fabric_cli(Fabric *f, const char *verb, const char *const *args)
 	harness_run_sync((char **)argv->pdata);
 }
 
+void fabric_hold_unreachable(Fabric *f, bool hold)
+{
+	g_autofree char *path = g_build_filename(f->dir, "fabric", "hold-unreachable", NULL);
+
+	if (hold)
+		g_assert_true(g_file_set_contents(path, "", 0, NULL));
+	else
+		g_assert_cmpint(unlink(path), ==, 0);
+}
+
 void fabric_free(Fabric *f)
 {
 	if (!f)
@@ -505,10 +515,11 @@ int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms)
 
 		if (r != -EAGAIN)
 			return r;
+		/* Past the deadline, what the socket holds still counts: a
+		 * timeout of 0 reads it without waiting. */
 		left = end - g_get_monotonic_time();
-		if (left <= 0)
+		if (poll(&pfd, 1, left > 0 ? (int)((left + 999) / 1000) : 0) == 0 && left <= 0)
 			return -ETIMEDOUT;
-		(void)poll(&pfd, 1, (int)((left + 999) / 1000));
 		r = rdmacm_mux_process(vm->mux);
 		g_assert_true(r >= 0 || r == -ENOBUFS);
 	}
@@ -526,10 +537,10 @@ void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in)
 	g_assert_cmpmem(in->local_gid, IB_GID_LEN, vm->gid, IB_GID_LEN);
 }
 
-void vm_expect_nothing(Vm *vm, int ms)
+void vm_expect_empty(Vm *vm)
 {
 	struct rdmacm_mux_inbound in;
-	int r = vm_recv(vm, &in, ms);
+	int r = vm_recv(vm, &in, 0);
 
 	if (r == 0)
 		g_error("%s: expected nothing, got attr 0x%x", vm->name, mad_attr(in.mad));
@@ -751,4 +762,160 @@ GArray *forger_finish(Forger *g, unsigned *sent)
 	g_free(g->out_path);
 	g_free(g);
 	return rx;
+}
+
+/* ---- what a running daemon shows ---- */
+
+PromPage *daemon_metrics(const Daemon *d)
+{
+	g_autofree char *path = g_strdup_printf("%s.ctl", d->socket);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	g_autoptr(GString) text = g_string_new(NULL);
+	gint64 end = g_get_monotonic_time() + (gint64)HARNESS_WAIT_MS * 1000;
+	g_autofree char *error = NULL;
+	PromPage *page;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	g_assert_cmpint(fd, >=, 0);
+	g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		g_error("cannot reach %s: %s", path, g_strerror(errno));
+	g_assert_cmpint(send(fd, "metrics\n", 8, MSG_NOSIGNAL), ==, 8);
+	for (;;) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		char chunk[16384];
+		ssize_t n;
+		gint64 left = end - g_get_monotonic_time();
+
+		if (left <= 0)
+			g_error("%s: no whole metrics answer (have %zu bytes)", path, text->len);
+		if (poll(&pfd, 1, (int)((left + 999) / 1000)) <= 0)
+			continue;
+		n = read(fd, chunk, sizeof(chunk));
+		g_assert_cmpint(n, >=, 0);
+		if (n == 0)
+			break;
+		g_string_append_len(text, chunk, n);
+	}
+	close(fd);
+	page = prom_page_parse(text->str, &error);
+	if (!page)
+		g_error("%s: the metrics page does not parse: %s\n%s", path, error, text->str);
+	return page;
+}
+
+double daemon_metric(const Daemon *d, const char *name, const char *const *labels)
+{
+	g_autoptr(PromPage) page = daemon_metrics(d);
+
+	return prom_page_value(page, name, labels);
+}
+
+/* The sum of the samples of @name with @labels on @page. */
+static double page_sum(const PromPage *page, const char *name, const char *const *labels)
+{
+	double sum = 0;
+
+	for (guint i = 0; i < page->samples->len; i++) {
+		const PromSample *s = page->samples->pdata[i];
+		bool all = true;
+
+		if (strcmp(s->name, name) != 0)
+			continue;
+		for (size_t k = 0; labels && labels[k]; k += 2) {
+			bool has = false;
+
+			for (guint j = 0; j < s->labels->len; j++) {
+				const PromLabel *l = &g_array_index(s->labels, PromLabel, j);
+
+				has |= strcmp(l->name, labels[k]) == 0 &&
+				       strcmp(l->value, labels[k + 1]) == 0;
+			}
+			all &= has;
+		}
+		if (all)
+			sum += s->value;
+	}
+	return sum;
+}
+
+double daemon_metric_sum(const Daemon *d, const char *name, const char *const *labels)
+{
+	g_autoptr(PromPage) page = daemon_metrics(d);
+
+	return page_sum(page, name, labels);
+}
+
+void daemon_wait_metric(const Daemon *d, const char *name, const char *const *labels,
+			double want)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)HARNESS_WAIT_MS * 1000;
+	double have;
+
+	while ((have = daemon_metric(d, name, labels)) != want) {
+		if (g_get_monotonic_time() > end) {
+			g_autoptr(GString) what = g_string_new(name);
+
+			for (size_t k = 0; labels && labels[k]; k += 2)
+				g_string_append_printf(what, " %s=%s", labels[k], labels[k + 1]);
+			g_error("%s: %s is %g, not %g after %d ms", d->ca, what->str, have, want,
+				HARNESS_WAIT_MS);
+		}
+		g_usleep(2000);
+	}
+}
+
+void daemons_wait_quiet(Daemon *const *d, size_t n)
+{
+	daemons_wait_quiet_plus(d, n, 0);
+}
+
+void daemons_wait_quiet_plus(Daemon *const *d, size_t n, double foreign)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)HARNESS_WAIT_MS * 1000;
+
+	for (;;) {
+		double tx = 0, rx = 0, dropped = 0, queued = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			g_autoptr(PromPage) page = daemon_metrics(d[i]);
+
+			tx += page_sum(page, "rdmacm_mux_mads_total", LABELS("direction", "tx"));
+			rx += page_sum(page, "rdmacm_mux_mads_total", LABELS("direction", "rx"));
+			dropped += page_sum(page, "rdmacm_mux_rx_dropped_total", NULL);
+			queued += prom_page_value(page, "rdmacm_mux_client_queued_frames", NULL);
+		}
+		if (tx + foreign == rx + dropped && queued == 0)
+			return;
+		if (g_get_monotonic_time() > end)
+			g_error("the daemons wrote %g MADs to the wire (and others %g) and read %g (%g "
+				"relayed, %g dropped), %g frames queued for clients, after %d ms",
+				tx, foreign, rx + dropped, rx, dropped, queued, HARNESS_WAIT_MS);
+		g_usleep(2000);
+	}
+}
+
+unsigned daemon_output_count(const Daemon *d, const char *needle)
+{
+	g_autofree char *out = daemon_output(d);
+	unsigned n = 0;
+
+	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+void daemon_wait_output(const Daemon *d, const char *needle, unsigned count)
+{
+	gint64 end = g_get_monotonic_time() + (gint64)HARNESS_WAIT_MS * 1000;
+
+	while (daemon_output_count(d, needle) < count) {
+		if (g_get_monotonic_time() > end) {
+			g_autofree char *out = daemon_output(d);
+
+			g_error("%s: \"%s\" not %u times in the output after %d ms:\n%s", d->ca,
+				needle, count, HARNESS_WAIT_MS, out);
+		}
+		g_usleep(5000);
+	}
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cm-mad.h"
+#include "prom-text.h"
 #include "rdmacm-mux.h"
 
 typedef struct Fabric {
@@ -50,6 +51,10 @@ bool harness_socket_serves(const char *path);
 
 /* A fabric from `umad-sim create DIR --preset NAME`. */
 Fabric *fabric_new(const char *preset);
+/* Hold every send to a GID that no port has (while @hold), until it is
+ * released: such a write stalls in the sender that makes it, as in the
+ * kernel's address resolution, for as long as the test decides. */
+void fabric_hold_unreachable(Fabric *f, bool hold);
 /* A fabric from `umad-sim create DIR ARGS...` (presets, extra CAs). */
 Fabric *fabric_new_args(const char *const *args);
 void fabric_free(Fabric *f);
@@ -124,12 +129,16 @@ Vm *vm_new(Daemon *d, const char *gid, const char *name);
 void vm_free(Vm *vm);
 /* Send a MAD from the VM's GID to @dest; returns the daemon's verdict. */
 int vm_send(Vm *vm, const uint8_t dest[IB_GID_LEN], const uint8_t mad[256]);
-/* Wait up to @timeout_ms for an inbound MAD. 0 or -ETIMEDOUT. */
+/* Wait up to @timeout_ms for an inbound MAD (0: take one only if the
+ * socket holds it now). 0 or -ETIMEDOUT. */
 int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms);
 /* Assert the next inbound MAD is @attr; return it in *in. */
 void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in);
-/* Assert no MAD arrives within @ms. */
-void vm_expect_nothing(Vm *vm, int ms);
+/* Assert the VM holds no MAD now: none is buffered in the library or
+ * readable on its socket. It does not wait: call it once the daemon has
+ * shown (daemon_wait_metric()) that it dealt with everything that could
+ * have come, so that a MAD on its way would already be there. */
+void vm_expect_empty(Vm *vm);
 struct rdmacm_mux_client_stats vm_stats(Vm *vm);
 
 /* A connected raw socket to the daemon, for QEMU-style and hostile tests. */
@@ -175,6 +184,39 @@ void forger_send(Forger *g, const uint8_t sgid[16], const uint8_t dgid[16], unsi
  * it received (ForgedRx, owned by the caller); *@sent counts the sends
  * that succeeded. The forger is freed. */
 GArray *forger_finish(Forger *g, unsigned *sent);
+
+/* ---- what a running daemon shows (its control socket) ---- */
+
+/* The label list of a sample: LABELS("reason", "no-session"). */
+#define LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+/* How long the waits below allow before they fail: a bound for a broken
+ * daemon, never part of a verdict (a loaded machine only makes them take
+ * longer). */
+#define HARNESS_WAIT_MS 20000
+
+/* The daemon's metrics page (rdmacm-muxctl metrics), parsed. */
+PromPage *daemon_metrics(const Daemon *d);
+/* One sample of it: @name with @labels (NULL for none); it must exist. */
+double daemon_metric(const Daemon *d, const char *name, const char *const *labels);
+/* The sum of every sample of @name that has @labels (NULL: all of them). */
+double daemon_metric_sum(const Daemon *d, const char *name, const char *const *labels);
+/* Wait until daemon_metric() is @want; fail with its last value after
+ * HARNESS_WAIT_MS. */
+void daemon_wait_metric(const Daemon *d, const char *name, const char *const *labels,
+			double want);
+/* Wait until every MAD that the @n daemons wrote to the wire was read by
+ * one of them (relayed or counted as dropped), and none of them holds a
+ * frame for a client: then each client's socket has all it will get. Only
+ * for a fabric where no other program sends MADs to these daemons. */
+void daemons_wait_quiet(Daemon *const *d, size_t n);
+/* daemons_wait_quiet() on a fabric where other programs (forgers) take
+ * part: @foreign is the MADs they wrote to these daemons less those these
+ * daemons wrote to them. */
+void daemons_wait_quiet_plus(Daemon *const *d, size_t n, double foreign);
+/* Wait until the daemon's output holds @needle @count times or more. */
+void daemon_wait_output(const Daemon *d, const char *needle, unsigned count);
+/* How often @needle occurs in the daemon's output so far. */
+unsigned daemon_output_count(const Daemon *d, const char *needle);
 
 /* Wait up to @timeout_ms for a daemon to exit on its own (no signal).
  * Return: its exit status (or 128 + signal), or -ETIMEDOUT. */

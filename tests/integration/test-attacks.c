@@ -169,8 +169,12 @@ UNIT_FIXTURE_TEST("/attacks/bad-mads", NULL, fixture_setup, test_bad_mads)
 	g_assert_cmpint(raw_request(fd, &m), ==, RDMACM_MUX_ERR_CODE_EINVAL);
 	close(fd);
 
-	/* None of it reached the wire. */
-	vm_expect_nothing(f->b1, 50);
+	/* None of it reached the wire: each was refused (counted below)
+	 * before its answer, and the daemon wrote nothing. */
+	g_assert_cmpfloat(daemon_metric_sum(f->da, "rdmacm_mux_mads_total", LABELS("direction", "tx")),
+			  ==, 0);
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
+	vm_expect_empty(f->b1);
 	healthy_handshake(f, f->a1, f->b1);
 	out = stop_output(f->da);
 	g_assert_cmpint(daemon_output_counter(out, "tx refused, foreign-sgid"), ==, 1);
@@ -253,7 +257,8 @@ UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 	g_assert_cmpint(vm_send(f->b1, f->a1->gid, mad), ==, 0);
 	vm_expect(f->a1, CM_REP, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 5);
-	vm_expect_nothing(f->a2, 50);
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
+	vm_expect_empty(f->a2);
 
 	/* A client that takes over a GID cannot answer what came for the
 	 * previous owner before it let go. */
@@ -266,7 +271,8 @@ UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 	mad_build(mad, CM_REP, 9, wa, ++f->tid);
 	g_assert_cmpint(vm_send(evil, f->a1->gid, mad), ==, -EACCES);
 	vm_free(evil);
-	vm_expect_nothing(f->a1, 50);
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
+	vm_expect_empty(f->a1);
 
 	out_a = stop_output(f->da);
 	out_b = stop_output(f->db);
@@ -285,7 +291,7 @@ UNIT_FIXTURE_TEST("/robustness/slow-reader", slow_opts, fixture_setup, test_slow
 	struct rdmacm_mux_msg m;
 	g_autofree char *out = NULL;
 	const int flood = 3000;
-	int fd, got = 0;
+	int fd, got = 0, given;
 	int64_t dropped;
 	(void)data;
 
@@ -302,11 +308,31 @@ UNIT_FIXTURE_TEST("/robustness/slow-reader", slow_opts, fixture_setup, test_slow
 	}
 	healthy_handshake(f, f->b2, f->a2);
 
-	/* Drain what the slow client was given. */
-	while (raw_recv(fd, &m, 200) == 0) {
+	/* Every REQ of the flood reached the daemon, which queued it for
+	 * the slow client or dropped it (a2 got one more REQ). */
+	for (gint64 end = g_get_monotonic_time() + HARNESS_WAIT_MS * 1000;;) {
+		g_autoptr(PromPage) page = daemon_metrics(f->da);
+		double rx = prom_page_value(page, "rdmacm_mux_mads_total",
+					    LABELS("attribute", "REQ", "direction", "rx"));
+		double full = prom_page_value(page, "rdmacm_mux_rx_dropped_total",
+					      LABELS("reason", "queue-full"));
+
+		if (rx + full == flood + 1) {
+			given = (int)rx - 1;
+			break;
+		}
+		if (g_get_monotonic_time() > end)
+			g_error("%g of %d REQs reached the daemon", rx + full - 1, flood);
+		g_usleep(2000);
+	}
+	/* Drain what the slow client was given: all of it, and no more. */
+	while (got < given) {
+		g_assert_cmpint(raw_recv(fd, &m, 5000), ==, 0);
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
 		got++;
 	}
+	daemon_wait_metric(f->da, "rdmacm_mux_client_queued_frames", NULL, 0);
+	g_assert_cmpint(raw_recv(fd, &m, 0), ==, -ETIMEDOUT);
 	close(fd);
 	out = stop_output(f->da);
 	dropped = daemon_output_counter(out, "rx dropped, queue-full");
@@ -349,7 +375,9 @@ UNIT_FIXTURE_TEST("/robustness/disconnect-mid-handshake", NULL, fixture_setup, t
 	g_assert_cmpint(vm_send(f->a1, next->gid, mad), ==, 0);
 	mad_build(mad, CM_DREQ, 11, wb, ++f->tid);
 	g_assert_cmpint(vm_send(f->a1, next->gid, mad), ==, 0);
-	vm_expect_nothing(next, 100);
+	daemon_wait_metric(f->db, "rdmacm_mux_rx_dropped_total", LABELS("reason", "no-session"), 2);
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
+	vm_expect_empty(next);
 	healthy_handshake(f, f->a2, next);
 	vm_free(next);
 

@@ -2,10 +2,13 @@
 /*
  * Integration tests of the loop and the daemon's bounds under a hostile
  * tenant: sends to unreachable destinations (the kernel resolves the MAC
- * inside write(); the simulated fabric stalls such a write for a second)
- * never hold up other clients and keep a QEMU client's responses in
- * order; one user cannot take every client slot; a connection that never
- * registers a GID does not keep its slot.
+ * inside write(); the simulated fabric stalls such a write until the test
+ * releases it, fabric_hold_unreachable()) never hold up other clients and
+ * keep a QEMU client's responses in order; one user cannot take every
+ * client slot; a connection that never registers a GID does not keep its
+ * slot. Every verdict waits on what the daemon shows (its metrics, its
+ * log), never on a sleep; how fast the others are served meanwhile is the
+ * bench's unreachable row (bench/README.md), not a pass/fail here.
  */
 #include <errno.h>
 #include <signal.h>
@@ -49,13 +52,6 @@ static void unreachable_setup(Fixture *f, gconstpointer data)
 	f->tid = 0x7000;
 }
 
-static int cmp_int64(gconstpointer a, gconstpointer b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * REQs from @u to @n unreachable GIDs, ::ffff:10.0.5.@first and on, with
  * comm ids from @comm_id; their tickets in @tickets. The daemon is not
@@ -77,6 +73,15 @@ static void send_to_nowhere(Fixture *f, Vm *u, unsigned first, unsigned n, uint3
 	}
 }
 
+/* None of @u's @n tickets is answered yet. */
+static void expect_no_answers(Vm *u, const uint32_t *tickets, unsigned n)
+{
+	struct rdmacm_mux_response resp;
+
+	for (unsigned i = 0; i < n; i++)
+		g_assert_cmpint(rdmacm_mux_wait(u->mux, tickets[i], 0, &resp), ==, -ETIMEDOUT);
+}
+
 /* Each of @u's @n tickets is answered within @timeout_ms, with @error. */
 static void expect_answers(Vm *u, const uint32_t *tickets, unsigned n, int timeout_ms, int error)
 {
@@ -89,9 +94,10 @@ static void expect_answers(Vm *u, const uint32_t *tickets, unsigned n, int timeo
 }
 
 /*
- * Ten REQs to ten unreachable GIDs are in flight (each write waits a
- * second); meanwhile another client's requests are answered at once, and
- * the ten fail with ETIMEDOUT as before.
+ * Ten REQs to ten unreachable GIDs are in flight (each write waits until
+ * the test releases it; two at a time, the rest in line behind them);
+ * meanwhile another client's requests are answered and relayed, and the
+ * ten fail with ETIMEDOUT as before.
  */
 UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup, test_unreachable_holds_up_nobody)
 {
@@ -100,33 +106,28 @@ UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup
 	Vm *b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
 	struct rdmacm_mux_inbound in;
 	uint32_t tickets[UNREACHABLE];
-	int64_t took[5];
 	uint8_t mad[256];
 	g_autofree char *out = NULL;
 	(void)data;
 
+	fabric_hold_unreachable(f->fabric, true);
 	send_to_nowhere(f, u, 1, UNREACHABLE, 0x100, tickets);
-	/* Let the daemon take them in and start the writes. */
+	/* The daemon handed the first two to its senders (the most slow
+	 * sends one client may have); the rest wait behind them. */
 	(void)rdmacm_mux_process(u->mux);
-	g_usleep(100000);
+	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, 2);
 
-	for (unsigned i = 0; i < G_N_ELEMENTS(took); i++) {
-		int64_t t0 = g_get_monotonic_time();
-
+	/* While all ten writes stall, another client's REQs go through. */
+	for (unsigned i = 0; i < 5; i++) {
 		mad_build_req(mad, 0x200 + i, a1->gid, b1->gid, ++f->tid);
 		g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
-		took[i] = g_get_monotonic_time() - t0;
 		vm_expect(b1, CM_REQ, &in);
 	}
-	qsort(took, G_N_ELEMENTS(took), sizeof(took[0]),
-	      (int (*)(const void *, const void *))cmp_int64);
-	g_test_message("another client's requests during %d unreachable sends: median %" G_GINT64_FORMAT
-		       " us, max %" G_GINT64_FORMAT " us",
-		       UNREACHABLE, took[2], took[4]);
-	g_assert_cmpint(took[2], <, 50000);
-	g_assert_cmpint(took[4], <, 900000); /* never a whole address timeout */
+	expect_no_answers(u, tickets, UNREACHABLE);
+	g_assert_cmpfloat(daemon_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL), ==, 2);
 
-	/* The ten still get their answer, each the kernel's error. */
+	/* Released, the ten get their answer, each the kernel's error. */
+	fabric_hold_unreachable(f->fabric, false);
 	expect_answers(u, tickets, UNREACHABLE, 20000, -ETIMEDOUT);
 	vm_free(u);
 	vm_free(a1);
@@ -162,16 +163,24 @@ UNIT_FIXTURE_TEST("/bounds/qemu-order-behind-a-slow-send", NULL, unreachable_set
 	m.umad_len = 256;
 	m.umad.hdr.addr.grh_present = 1;
 	memcpy(m.umad.hdr.addr.gid, qgid, 16);
+	fabric_hold_unreachable(f->fabric, true);
 	raw_send(fd, &m);
+	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, 1);
 	/* A REQ for it arrives meanwhile, and it asks to UNREG a GID it
-	 * does not own. */
-	g_usleep(100000);
+	 * does not own; the daemon has dealt with both before the write
+	 * ends. */
 	mad_build_req(mad, 0x41, b1->gid, qgid, ++f->tid);
 	g_assert_cmpint(vm_send(b1, qgid, mad), ==, 0);
 	raw_frame(&m, RDMACM_MUX_OP_CODE_UNREG, nowhere);
 	raw_send(fd, &m);
+	daemon_wait_metric(f->da, "rdmacm_mux_mads_total",
+			   LABELS("attribute", "REQ", "direction", "rx"), 1);
+	daemon_wait_metric(f->da, "rdmacm_mux_gid_unregistrations_total",
+			   LABELS("result", "refused"), 1);
+	g_assert_cmpint(raw_recv(fd, &m, 0), ==, -ETIMEDOUT);
+	fabric_hold_unreachable(f->fabric, false);
 
-	/* First the REQ's answer (after the write's second), then the other
+	/* First the REQ's answer (once its write ends), then the other
 	 * answer, then the inbound REQ. */
 	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, 0);
 	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
@@ -235,15 +244,17 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 	g_assert_cmpint(daemon_threads(f->da), ==, 1);
 	g_assert_cmpuint(before->len, ==, 8); /* --senders' default */
 
-	/* Two writes that wait a second each, in two senders. */
+	/* Two writes that stall until released, in two senders. */
+	fabric_hold_unreachable(f->fabric, true);
 	send_to_nowhere(f, u, 1, G_N_ELEMENTS(tickets), 0x300, tickets);
 	(void)rdmacm_mux_process(u->mux);
-	g_usleep(200000);
+	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, G_N_ELEMENTS(tickets));
 	for (unsigned i = 0; i < before->len; i++)
 		g_assert_cmpint(kill(g_array_index(before, int, i), SIGKILL), ==, 0);
 	/* Their MADs fail now (the write may or may not have been made),
-	 * well before the second that the writes would have taken. */
+	 * while the writes would still stall. */
 	expect_answers(u, tickets, G_N_ELEMENTS(tickets), 5000, -EIO);
+	fabric_hold_unreachable(f->fabric, false);
 
 	/* Eight new senders, and the old ones reaped (no zombies). */
 	for (int i = 0; i < 250; i++) {
@@ -376,9 +387,10 @@ UNIT_FIXTURE_TEST("/bounds/per-uid-limit", per_uid_opts, limits_setup, test_per_
 	g_assert_cmpint(raw_recv(fds[3], &m, 2000), ==, -EPIPE);
 	/* ...while another user still gets in. */
 	g_assert_cmpint(connect_as_nobody(f->da, "::ffff:10.0.1.5"), ==, 0);
-	/* A slot that frees is the user's again. */
+	/* A slot that frees is the user's again (once the daemon saw both
+	 * that one and nobody's go). */
 	close(fds[0]);
-	g_usleep(100000);
+	daemon_wait_metric(f->da, "rdmacm_mux_clients", NULL, 2);
 	fds[0] = raw_connect(f->da);
 	gid_parse("::ffff:10.0.1.6", g);
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
@@ -412,9 +424,10 @@ UNIT_FIXTURE_TEST("/bounds/register-timeout", register_opts, limits_setup, test_
 
 /*
  * At its fd limit the daemon stops watching the listening socket instead
- * of waking on it without end (it burnt a whole CPU); the clients that
- * wait are served once fds are free again, and the registered ones are
- * served all along.
+ * of waking on it without end (it burnt a whole CPU; the listener's unit
+ * test, /listener/emfile-pauses, proves the pause and the retry); the
+ * clients that wait are served once fds are free again, and the
+ * registered ones are served all along.
  */
 UNIT_FIXTURE_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustion)
 {
@@ -423,7 +436,6 @@ UNIT_FIXTURE_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustio
 	struct rdmacm_mux_msg m;
 	int waiting[6];
 	uint8_t g[16];
-	double cpu;
 	(void)data;
 
 	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, NULL, &saved), ==, 0);
@@ -432,13 +444,9 @@ UNIT_FIXTURE_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustio
 	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &low, NULL), ==, 0);
 	for (unsigned i = 0; i < G_N_ELEMENTS(waiting); i++)
 		waiting[i] = raw_connect(f->da);
-	g_usleep(200000);
-	cpu = daemon_cpu_seconds(f->da);
-	g_usleep(1000000);
-	cpu = daemon_cpu_seconds(f->da) - cpu;
-	g_test_message("daemon CPU over 1 s at its fd limit: %.2f s", cpu);
-	g_assert_cmpfloat(cpu, <, 0.3);
-	/* A registered client is still served. */
+	daemon_wait_output(f->da, "not accepting on the main socket", 1);
+	/* A registered client is still served. (Not through the control
+	 * socket: that one is out of fds too.) */
 	g_assert_cmpuint(vm_stats(vm).gids, ==, 1);
 
 	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &saved, NULL), ==, 0);
@@ -455,7 +463,7 @@ UNIT_FIXTURE_TEST("/bounds/fd-exhaustion", NULL, limits_setup, test_fd_exhaustio
 	{
 		g_autofree char *out = daemon_output(f->da);
 
-		g_assert_nonnull(strstr(out, "out of file descriptors"));
+		g_assert_cmpuint(daemon_output_count(f->da, "not accepting on the main socket"), ==, 1);
 		g_assert_nonnull(strstr(out, "accepting on the main socket again"));
 	}
 }

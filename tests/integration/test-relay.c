@@ -256,11 +256,12 @@ UNIT_FIXTURE_TEST("/relay/mesh", NULL, fixture_setup, test_mesh)
 	}
 
 	/* Nothing else reached anybody... */
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
 	for (int i = 0; i < NVM; i++) {
 		struct rdmacm_mux_client_stats sa = vm_stats(f->a[i]);
 
-		vm_expect_nothing(f->a[i], 20);
-		vm_expect_nothing(f->b[i], 20);
+		vm_expect_empty(f->a[i]);
+		vm_expect_empty(f->b[i]);
 		g_assert_cmpuint(sa.tx_rejected, ==, 0);
 		g_assert_cmpuint(sa.rx_dropped, ==, 0);
 	}
@@ -292,9 +293,10 @@ UNIT_FIXTURE_TEST("/relay/collision/same-passive", NULL, fixture_setup, test_col
 	g_assert_cmpuint(wx, !=, wy);
 	/* The TIDs differ on the wire too (the kernel would refuse twins). */
 	g_assert_cmpuint(mad_tid_low(in1.mad), !=, mad_tid_low(in2.mad));
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
 	for (int i = 0; i < NVM; i++) {
-		vm_expect_nothing(f->a[i], 20);
-		vm_expect_nothing(f->b[i], 20);
+		vm_expect_empty(f->a[i]);
+		vm_expect_empty(f->b[i]);
 	}
 }
 
@@ -390,9 +392,10 @@ UNIT_FIXTURE_TEST("/relay/collision/full", NULL, fixture_setup, test_collision_f
 	vm_expect(y, CM_DREP, &in);
 	g_assert_cmpmem(in.addr.gid, IB_GID_LEN, q->gid, IB_GID_LEN);
 
+	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
 	for (int i = 0; i < NVM; i++) {
-		vm_expect_nothing(f->a[i], 20);
-		vm_expect_nothing(f->b[i], 20);
+		vm_expect_empty(f->a[i]);
+		vm_expect_empty(f->b[i]);
 	}
 }
 

@@ -1211,16 +1211,19 @@ static int do_send(int portid, int agentid, struct ib_user_mad *m, int length, i
 	if (m->addr.grh_present) {
 		dst = port_by_gid(me->link, m->addr.gid, &dst_idx);
 		if (!dst && me->link == SIM_LINK_ETH) {
-			/* Neighbour resolution fails in write(), after its timeout.
-			 * Only this fd's writers wait (write_lock): other fds, and
-			 * the rest of the library, go on. */
+			/* Neighbour resolution fails in write(), after its timeout,
+			 * or once a test removes DIR/hold-unreachable. Only this
+			 * fd's writers wait (write_lock): other fds, and the rest
+			 * of the library, go on. */
 			unsigned ms = S.fab->unreachable_delay_ms;
+			g_autofree char *hold = g_build_filename(S.dir, "hold-unreachable", NULL);
 
-			if (ms) {
-				pthread_mutex_unlock(&S.lock);
+			pthread_mutex_unlock(&S.lock);
+			if (ms)
 				g_usleep((gulong)ms * 1000);
-				pthread_mutex_lock(&S.lock);
-			}
+			while (access(hold, F_OK) == 0)
+				g_usleep(2000);
+			pthread_mutex_lock(&S.lock);
 			return -ETIMEDOUT;
 		}
 	} else {
