@@ -22,6 +22,8 @@ packages=(
 	# ships promtool only in the server's package (about 100 MB installed;
 	# the server itself is stopped again below)
 	prometheus
+	# scripts/test.sh --stress: the competing CPU load
+	stress-ng
 	# man pages (man/*.scd)
 	scdoc
 	# benchmark plot (bench/, --plot)

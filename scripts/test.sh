@@ -15,8 +15,28 @@
 #
 # Usage: scripts/test.sh            (from anywhere; builds under build/)
 # SANITIZE=0 skips the sanitizer passes (a quick local run).
+#
+#        scripts/test.sh --stress N
+# builds with gcc only and runs the unit and integration suites N times
+# while stress-ng (scripts/setup.sh installs it; else plain busy loops)
+# keeps two CPU hogs per core busy, so that a test whose verdict depends on
+# timing shows it. Prints a verdict per round and "stress: K of N rounds
+# passed"; exits non-zero unless every round passed. Each round's meson
+# log is kept as build/meson-logs/stress-round-I.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+stress_rounds=0
+if [[ ${1:-} == --stress ]]; then
+	stress_rounds=${2:-}
+	if ! [[ $stress_rounds =~ ^[1-9][0-9]*$ ]]; then
+		echo "usage: $0 [--stress ROUNDS]" >&2
+		exit 2
+	fi
+elif (($#)); then
+	echo "usage: $0 [--stress ROUNDS]" >&2
+	exit 2
+fi
 
 build=${BUILD_DIR:-build}
 build_clang=${BUILD_DIR_CLANG:-build-clang}
@@ -43,6 +63,66 @@ configure() { # dir, env... [-- meson options...]
 echo "== build (gcc)"
 configure "$build" CC=gcc
 ninja -C "$build"
+
+# The competing load: two CPU hogs per core, ended with this script.
+load_pids=()
+stop_load() {
+	if ((${#load_pids[@]})); then
+		kill "${load_pids[@]}" 2>/dev/null || true
+		wait "${load_pids[@]}" 2>/dev/null || true
+	fi
+	load_pids=()
+}
+start_load() {
+	local hogs=$(($(nproc) * 2))
+	if command -v stress-ng >/dev/null; then
+		stress-ng --cpu "$hogs" --quiet &
+		load_pids+=($!)
+		echo "== load: stress-ng --cpu $hogs (pid $!)"
+	else
+		for ((i = 0; i < hogs; i++)); do
+			bash -c 'while :; do :; done' &
+			load_pids+=($!)
+		done
+		echo "== load: $hogs busy loops (no stress-ng)"
+	fi
+}
+
+if ((stress_rounds)); then
+	trap stop_load EXIT
+	start_load
+	passed_rounds=0
+	for ((round = 1; round <= stress_rounds; round++)); do
+		start=$SECONDS
+		round_rc=0
+		meson test -C "$build" --no-rebuild --suite unit --suite integration \
+			--num-processes 2 --logbase "stress-round-$round" >/dev/null || round_rc=$?
+		verdict=$(python3 - "$build/meson-logs/stress-round-$round.json" <<'PY'
+import json, sys
+ok, bad = 0, []
+with open(sys.argv[1]) as f:
+    for line in f:
+        r = json.loads(line)
+        if r.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+            ok += 1
+        else:
+            bad.append(f'{r["name"]} ({r.get("result")})')
+print(f"{ok} passed, {len(bad)} failed" + ("".join(f"\n    {b}" for b in bad)))
+PY
+)
+		if ((round_rc == 0)); then
+			passed_rounds=$((passed_rounds + 1))
+			echo "stress round $round/$stress_rounds: ok ($((SECONDS - start)) s): $verdict"
+		else
+			echo "stress round $round/$stress_rounds: FAILED ($((SECONDS - start)) s," \
+				"$build/meson-logs/stress-round-$round.txt): $verdict"
+		fi
+	done
+	stop_load
+	echo "stress: $passed_rounds of $stress_rounds rounds passed"
+	((passed_rounds == stress_rounds))
+	exit
+fi
 
 echo "== build (clang)"
 configure "$build_clang" CC=clang

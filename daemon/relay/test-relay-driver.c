@@ -257,4 +257,131 @@ UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 }
 
+/* A MAD from the remote @peer to the client's GID at index 1. */
+static void from_wire(Fixture *f, const uint8_t peer[16], uint16_t attr, uint32_t local,
+		      uint32_t remote)
+{
+	UmadBuffer in = { 0 };
+
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 1;
+	memcpy(in.hdr.addr.gid, peer, 16);
+	cm_mad(in.mad, attr, local, remote);
+	relay_driver_wire_mad(f->relay, &in, 256);
+	g_assert_null(relay_check_invariants(f->relay));
+}
+
+/* Take what is queued to @client; the attribute of the last MAD, or 0. */
+static uint16_t drain_last_attr(Fixture *f, uint32_t client, unsigned *mads)
+{
+	uint16_t attr = 0;
+
+	f->n_got = 0;
+	relay_driver_drain(f->relay, client, collect, f);
+	*mads = 0;
+	for (unsigned i = 0; i < f->n_got; i++)
+		if (f->got[i].hdr.msg_type == RDMACM_MUX_MSG_TYPE_REQ) {
+			attr = (uint16_t)(f->got[i].umad.mad[16] << 8 | f->got[i].umad.mad[17]);
+			(*mads)++;
+		}
+	return attr;
+}
+
+/*
+ * The session timers in the relay's own time (fixture: handshake 1 s,
+ * closing 2 s, SIDR 0.5 s): a half-open handshake goes after the
+ * handshake timeout and not a microsecond before; an established session
+ * stays however long it is quiet; a late DREQ still finds it, and after
+ * DREQ/DREP a duplicate DREQ is still routed during the closing grace
+ * and starts it again, and the grace then removes it; a SIDR query ends
+ * with its answer, or after the SIDR timeout without one.
+ */
+UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_session_timers)
+{
+	const uint64_t t0 = 1000000, hour = 3600ull * 1000000;
+	uint8_t g1[16], peer[16], mad[256];
+	uint32_t c = relay_driver_add_client(f->relay);
+	const RelayCounters *k = relay_counters(f->relay);
+	unsigned mads;
+	uint32_t wire;
+	uint64_t t;
+	(void)data;
+
+	gid("::ffff:10.0.1.1", g1);
+	gid("::ffff:10.0.2.9", peer);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	drain_last_attr(f, c, &mads);
+
+	/* A half-open handshake: gone at its timeout, not before. */
+	cm_mad(mad, 0x10, 1, 0);
+	memcpy(mad + 96, peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+	relay_driver_set_time(f->relay, t0 + 1000000 - 1);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	relay_driver_set_time(f->relay, t0 + 1000000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	g_assert_cmpuint(k->sessions_expired, ==, 1);
+
+	/* Established, then quiet for ten hours: kept. */
+	t = t0 + 2000000;
+	relay_driver_set_time(f->relay, t);
+	cm_mad(mad, 0x10, 2, 0);
+	memcpy(mad + 96, peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	wire = get_be32(f->sent[f->n_sent - 1].mad + 24);
+	from_wire(f, peer, 0x13, 0x99, wire); /* REP */
+	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x13);
+	cm_mad(mad, 0x14, 2, 0x99); /* RTU */
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	t += 10 * hour;
+	relay_driver_set_time(f->relay, t);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+
+	/* A late DREQ finds it; after DREP the closing grace runs, and a
+	 * duplicate DREQ within it is still routed and starts the grace
+	 * again (it covers the peer's retries). */
+	from_wire(f, peer, 0x15, 0x99, wire);
+	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x15);
+	cm_mad(mad, 0x16, 2, 0x99); /* DREP */
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	relay_driver_set_time(f->relay, t + 1000000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	from_wire(f, peer, 0x15, 0x99, wire);
+	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x15);
+	g_assert_cmpuint(mads, ==, 1);
+	relay_driver_set_time(f->relay, t + 3000000 - 1);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+	relay_driver_set_time(f->relay, t + 3000000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	/* Gone: one more DREQ reaches nobody. */
+	from_wire(f, peer, 0x15, 0x99, wire);
+	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0);
+	g_assert_cmpuint(k->rx_drop[RX_DROP_NO_SESSION], ==, 1);
+
+	/* A SIDR query ends with its answer... */
+	t += 4000000;
+	relay_driver_set_time(f->relay, t);
+	cm_mad(mad, 0x17, 3, 0);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
+	wire = get_be32(f->sent[f->n_sent - 1].mad + 24);
+	from_wire(f, peer, 0x18, wire, 0);
+	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x18);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	/* ...or at its timeout without one, not before. */
+	cm_mad(mad, 0x17, 4, 0);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	relay_driver_set_time(f->relay, t + 500000 - 1);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	relay_driver_set_time(f->relay, t + 500000);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	g_assert_cmpuint(k->sessions_expired, ==, 3);
+}
+
 UNIT_TEST_MAIN()

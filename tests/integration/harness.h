@@ -62,12 +62,13 @@ void fabric_free(Fabric *f);
 void fabric_cli(Fabric *f, const char *verb, const char *const *args);
 
 /* Start rdmacm-mux on @ca port 1 with @extra options; waits until it
- * serves its socket. */
+ * serves its socket and its control socket. */
 Daemon *daemon_start(Fabric *f, const char *ca, const char *const *extra);
 /* Start rdmacm-mux as daemon_start() does, without waiting for it. */
 Daemon *daemon_launch(Fabric *f, const char *ca, const char *const *extra);
-/* Wait up to @timeout_ms until @d serves its socket. Return: false when it
- * exited first (its status is lost) or the time ran out. */
+/* Wait up to @timeout_ms until @d serves its socket and its control
+ * socket. Return: false when it exited first (its status is lost) or the
+ * time ran out. */
 bool daemon_wait_serving(Daemon *d, int timeout_ms);
 /* SIGTERM and wait. Return: the exit status (or 128 + signal). */
 int daemon_stop(Daemon *d);

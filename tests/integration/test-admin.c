@@ -546,6 +546,7 @@ UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 	uint8_t mad[256];
 	int stalled, idle, fds[32];
 	int nfds = 0;
+	unsigned open_fds;
 	(void)data;
 
 	expect_error(f->da, "\x01\x02\xff garbage\n", 12, "printable");
@@ -560,7 +561,7 @@ UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 	 * loses events and is told how many. Refused MADs make events fast. */
 	stalled = ctl_connect(f->da);
 	g_assert_cmpint(send(stalled, "trace\n", 6, MSG_NOSIGNAL), ==, 6);
-	g_usleep(100000);
+	daemon_wait_metric(f->da, "rdmacm_mux_control_trace_readers", NULL, 1);
 	mad_build(mad, CM_REQ, 1, 0, 1);
 	mad[1] = 0x99; /* not CM: refused, traced */
 	for (int i = 0; i < 6000; i++)
@@ -568,7 +569,7 @@ UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 	check_alive(f);
 	{
 		GString *got = g_string_new(NULL);
-		gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+		gint64 end = g_get_monotonic_time() + HARNESS_WAIT_MS * (gint64)1000;
 		bool lost = false;
 
 		/* Drain what was buffered, then one more event brings the note. */
@@ -590,12 +591,13 @@ UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 	}
 	close(stalled);
 
-	/* A client that never sends a command is closed after 5 s. */
+	/* A client that never sends a command is closed (after 5 s). */
 	idle = ctl_connect(f->da);
-	g_free(read_to_eof(idle, 8000));
+	g_free(read_to_eof(idle, HARNESS_WAIT_MS));
 	close(idle);
 
 	/* At most 16 control connections; the next is told why. */
+	open_fds = daemon_open_fds(f->da);
 	for (nfds = 0; nfds < 16; nfds++)
 		fds[nfds] = ctl_connect(f->da);
 	{
@@ -607,7 +609,12 @@ UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)
 	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
-	g_usleep(100000);
+	/* The daemon saw them go (its fd table) before status asks. */
+	for (gint64 end = g_get_monotonic_time() + HARNESS_WAIT_MS * (gint64)1000;
+	     daemon_open_fds(f->da) > open_fds;) {
+		g_assert_cmpint(g_get_monotonic_time(), <, end);
+		g_usleep(2000);
+	}
 	check_alive(f);
 
 	/* A clean stop removes the control socket. */
