@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Builds rdmacm-mux with gcc and with clang (warnings are errors in both)
-# and runs every test suite in the gcc build (unit, sim, integration, vm,
+# Builds rdmacm-mux with gcc and with clang (warnings are errors in both;
+# clang and the sanitizer builds in the background while the gcc suites
+# run) and runs every test suite in the gcc build (unit, sim, integration, vm,
 # soak, bench smoke, qemu, and fuzz: a replay of the fuzz corpora and
 # regressions) and the unit suite in the clang build; the package suite
 # (dpkg-buildpackage and lintian, scripts/package.sh) runs on its own with
@@ -124,9 +125,38 @@ PY
 	exit
 fi
 
-echo "== build (clang)"
-configure "$build_clang" CC=clang
-ninja -C "$build_clang"
+fuzz_targets=(tests/fuzz/fuzz-cm-codec tests/fuzz/fuzz-frames tests/fuzz/fuzz-relay
+	tests/fuzz/fuzz-client-lib tests/fuzz/fuzz-handoff)
+
+# The clang tree, and the ASan+UBSan and libFuzzer ones, build in the
+# background at the lowest CPU priority while the gcc tree's suites run:
+# most of that time goes to VM tests that run alone (is_parallel: false)
+# on one core, so the builds take the idle one instead of running after
+# the tests. (The tests wait on state, not on time: scripts/test.sh
+# --stress shows that a busy CPU does not change their verdicts.) Their
+# output is printed once they are needed.
+build_others() {
+	echo "== build (clang)"
+	configure "$build_clang" CC=clang
+	ninja -C "$build_clang"
+	if ((sanitize)); then
+		echo "== build (gcc, ASan+UBSan)"
+		configure "$build_asan" CC=gcc -- -Db_sanitize=address,undefined
+		ninja -C "$build_asan"
+		echo "== build (clang, libFuzzer, ASan+UBSan)"
+		configure "$build_fuzz" CC=clang -- -Dfuzz=enabled -Db_sanitize=address,undefined \
+			-Db_lundef=false
+		ninja -C "$build_fuzz" "${fuzz_targets[@]}"
+	fi
+}
+mkdir -p "$build/meson-logs"
+others_log=$build/meson-logs/other-builds.log
+(
+	renice -n 19 -p "$BASHPID" >/dev/null
+	build_others
+) >"$others_log" 2>&1 &
+others_pid=$!
+trap 'kill "$others_pid" 2>/dev/null || true' EXIT
 
 echo "== tests"
 rc=0
@@ -139,6 +169,15 @@ echo "== tests: package (dpkg-buildpackage, lintian)"
 meson test -C "$build" --suite package --verbose || rc=$?
 logs+=("$build/meson-logs/testlog.json")
 
+others_rc=0
+wait "$others_pid" || others_rc=$?
+trap - EXIT
+cat "$others_log"
+if ((others_rc)); then
+	echo "the builds above failed (exit $others_rc)" >&2
+	exit "$others_rc"
+fi
+
 echo "== tests (clang): unit"
 meson test -C "$build_clang" --suite unit --print-errorlogs --num-processes 2 || rc=$?
 logs+=("$build_clang/meson-logs/testlog.json")
@@ -149,9 +188,6 @@ if ((sanitize)); then
 	# relax that check (the sim interposes only umad_* functions).
 	# UBSan halts on the first report; LeakSanitizer checks every
 	# process at exit, the daemon included. Nothing is suppressed.
-	echo "== build (gcc, ASan+UBSan)"
-	configure "$build_asan" CC=gcc -- -Db_sanitize=address,undefined
-	ninja -C "$build_asan"
 	echo "== tests (ASan+UBSan+LSan): unit, integration, fuzz replay"
 	ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -159,11 +195,6 @@ if ((sanitize)); then
 		--print-errorlogs --num-processes 2 || rc=$?
 	logs+=("$build_asan/meson-logs/testlog.json")
 
-	echo "== build (clang, libFuzzer, ASan+UBSan)"
-	configure "$build_fuzz" CC=clang -- -Dfuzz=enabled -Db_sanitize=address,undefined \
-		-Db_lundef=false
-	ninja -C "$build_fuzz" tests/fuzz/fuzz-cm-codec tests/fuzz/fuzz-frames \
-		tests/fuzz/fuzz-relay tests/fuzz/fuzz-client-lib tests/fuzz/fuzz-handoff
 	echo "== tests: fuzzers, ${FUZZ_SECONDS:-20}s each"
 	# A fixed seed: a fuzzer that finds something here finds it again
 	# when the run is repeated (scripts/fuzz.sh explores afresh).
