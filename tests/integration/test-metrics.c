@@ -246,11 +246,11 @@ static void make_traffic(Fixture *f)
 
 	mad_build(mad, CM_DREQ, 7, wp, ++f->tid);
 	mad[1] = 0x99; /* not the CM class: refused */
-	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), !=, 0);
+	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, -EPROTO);
 
 	g_assert_cmpint(rdmacm_mux_unregister_gid(f->a2->mux, f->b1->gid, &ticket), ==, 0);
 	g_assert_cmpint(rdmacm_mux_wait(f->a2->mux, ticket, 5000, &resp), ==, 0);
-	g_assert_cmpint(resp.error, !=, 0);
+	g_assert_cmpint(resp.error, ==, -ENOENT);
 }
 
 /*
