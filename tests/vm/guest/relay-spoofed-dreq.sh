@@ -47,10 +47,11 @@ vm_mux_start muxB rxe1 || vm_finish
 vm_qemu_client qb1 muxB 10.0.2.1 serve -c 1 -t 60
 vm_pingpong pa2 muxA 10.0.1.2 serve -c 1 -t 60
 vm_wait_registered qb1 pa2
-# --hold: each active side keeps its connection established this long
-# before its own DREQ, which covers the forging below.
-vm_qemu_client qa1 muxA 10.0.1.1 connect "$G21" --hold 15000
-vm_qemu_client qb2 muxB 10.0.2.2 connect "$G12" --hold 15000
+# --hold: each active side keeps its connection established until the
+# forging below is done and SIGUSR1 ends the hold (the 10 min are only a
+# bound for a test that died).
+vm_qemu_client qa1 muxA 10.0.1.1 connect "$G21" --hold 600000
+vm_qemu_client qb2 muxB 10.0.2.2 connect "$G12" --hold 600000
 vm_wait_grep /tmp/qa1.out "connection 1 established" 20 ||
 	vm_die "qa1 did not connect: $(cat /tmp/qa1.out)"
 vm_wait_grep /tmp/pa2.out "connection 0x00000001 established" 20 ||
@@ -84,9 +85,10 @@ forge_dreq() {
 # answered the attacker (a DREP from a victim would show up here).
 vm_check "rxe2 sent 6 forged DREQs and got no answer ($(tail -n 1 /tmp/forge.out))" \
 	grep -q '^forged 6 0 0$' /tmp/forge.out
-# Forged while both were still established (else the hold was too short).
+# Forged while both were still established; now they may close.
 vm_check "both connections were still up when the forging ended" \
 	eval '! grep -q -- "-> DREQ" /tmp/qa1.out /tmp/qb2.out'
+kill -USR1 "$(cat /tmp/qa1.pid)" "$(cat /tmp/qb2.pid)"
 
 vm_client_ok qa1
 vm_client_ok qb1
