@@ -45,6 +45,12 @@ build_asan=${BUILD_DIR_ASAN:-build-asan}
 build_fuzz=${BUILD_DIR_FUZZ:-build-fuzz}
 sanitize=${SANITIZE:-1}
 
+# A step's heading, with the seconds since the start: the log shows where
+# CI's time goes.
+phase() {
+	echo "== $* [${SECONDS} s]"
+}
+
 configure() { # dir, env... [-- meson options...]
 	local dir=$1 envs=() opts=()
 	shift
@@ -61,7 +67,7 @@ configure() { # dir, env... [-- meson options...]
 	fi
 }
 
-echo "== build (gcc)"
+phase "build (gcc)"
 configure "$build" CC=gcc
 ninja -C "$build"
 
@@ -136,14 +142,14 @@ fuzz_targets=(tests/fuzz/fuzz-cm-codec tests/fuzz/fuzz-frames tests/fuzz/fuzz-re
 # --stress shows that a busy CPU does not change their verdicts.) Their
 # output is printed once they are needed.
 build_others() {
-	echo "== build (clang)"
+	phase "build (clang)"
 	configure "$build_clang" CC=clang
 	ninja -C "$build_clang"
 	if ((sanitize)); then
-		echo "== build (gcc, ASan+UBSan)"
+		phase "build (gcc, ASan+UBSan)"
 		configure "$build_asan" CC=gcc -- -Db_sanitize=address,undefined
 		ninja -C "$build_asan"
-		echo "== build (clang, libFuzzer, ASan+UBSan)"
+		phase "build (clang, libFuzzer, ASan+UBSan)"
 		configure "$build_fuzz" CC=clang -- -Dfuzz=enabled -Db_sanitize=address,undefined \
 			-Db_lundef=false
 		ninja -C "$build_fuzz" "${fuzz_targets[@]}"
@@ -158,14 +164,14 @@ others_log=$build/meson-logs/other-builds.log
 others_pid=$!
 trap 'kill "$others_pid" 2>/dev/null || true' EXIT
 
-echo "== tests"
+phase "tests"
 rc=0
 meson test -C "$build" --print-errorlogs --num-processes 2 --no-suite package || rc=$?
 # meson writes testlog.json afresh at each run: keep this one.
 cp "$build/meson-logs/testlog.json" "$build/meson-logs/testlog-main.json"
 logs=("$build/meson-logs/testlog-main.json")
 
-echo "== tests: package (dpkg-buildpackage, lintian)"
+phase "tests: package (dpkg-buildpackage, lintian)"
 meson test -C "$build" --suite package --verbose || rc=$?
 logs+=("$build/meson-logs/testlog.json")
 
@@ -178,7 +184,7 @@ if ((others_rc)); then
 	exit "$others_rc"
 fi
 
-echo "== tests (clang): unit"
+phase "tests (clang): unit"
 meson test -C "$build_clang" --suite unit --print-errorlogs --num-processes 2 || rc=$?
 logs+=("$build_clang/meson-logs/testlog.json")
 
@@ -188,14 +194,14 @@ if ((sanitize)); then
 	# relax that check (the sim interposes only umad_* functions).
 	# UBSan halts on the first report; LeakSanitizer checks every
 	# process at exit, the daemon included. Nothing is suppressed.
-	echo "== tests (ASan+UBSan+LSan): unit, integration, fuzz replay"
+	phase "tests (ASan+UBSan+LSan): unit, integration, fuzz replay"
 	ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C "$build_asan" --suite unit --suite integration --suite fuzz \
 		--print-errorlogs --num-processes 2 || rc=$?
 	logs+=("$build_asan/meson-logs/testlog.json")
 
-	echo "== tests: fuzzers, ${FUZZ_SECONDS:-20}s each"
+	phase "tests: fuzzers, ${FUZZ_SECONDS:-20}s each"
 	# A fixed seed: a fuzzer that finds something here finds it again
 	# when the run is repeated (scripts/fuzz.sh explores afresh).
 	FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_SECONDS=${FUZZ_SECONDS:-20} \
@@ -203,6 +209,8 @@ if ((sanitize)); then
 		--print-errorlogs --num-processes 2 || rc=$?
 	logs+=("$build_fuzz/meson-logs/testlog.json")
 fi
+
+phase "done"
 
 # One closing line that any CI can read.
 python3 - "${logs[@]}" <<'PY'
