@@ -19,6 +19,8 @@
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] connect DEST_GID [-c N] [--service SID]
  *                          [--hold MS]   (established this long before DREQ;
  *                                         SIGUSR1 ends the wait early)
+ *                          [--tries N]   (sends of a MAD before it gives up,
+ *                                         one a second; default 5)
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] serve [-c N] [-t SECS]
  *   rdmacm-mux-qemu-client -S SOCK -g GID [-n NAME] sidr DEST_IPV4 [--service SID]
  *
@@ -73,6 +75,7 @@ struct qclient {
 	struct answered answered[MAX_ANSWERED];
 	unsigned n_answered;
 	unsigned hold_ms; /* connect: established this long before DREQ */
+	int max_tries;	  /* sends of a MAD that gets no answer, one per RETRY_MS */
 };
 
 static const char *gid_str(const uint8_t gid[IB_GID_LEN])
@@ -320,7 +323,7 @@ static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *m
 {
 	uint32_t id = mad_local(mad);
 
-	for (int tries = 0; tries < MAX_TRIES; tries++) {
+	for (int tries = 0; tries < q->max_tries; tries++) {
 		int64_t deadline;
 		int r = send_mad(q, intended, mad);
 
@@ -341,7 +344,7 @@ static int exchange(struct qclient *q, const uint8_t *intended, const uint8_t *m
 		printf("[%s] no answer, sending %s again\n", q->name, mad_attr_name(mad_attr(mad)));
 	}
 	fprintf(stderr, "[%s] no answer to %s after %d tries\n", q->name, mad_attr_name(mad_attr(mad)),
-		MAX_TRIES);
+		q->max_tries);
 	return -ETIMEDOUT;
 }
 
@@ -571,7 +574,7 @@ static int connect_socket(const char *path)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS (SIGUSR1 ends it)]\n"
+		"usage: rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] connect DEST_GID [-c N] [--service SID] [--hold MS (SIGUSR1 ends it)] [--tries N]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] serve [-c N] [-t SECONDS]\n"
 		"       rdmacm-mux-qemu-client -S SOCKET -g GID [-n NAME] [--gid-index N] sidr DEST_IPV4 [--service SID]\n");
 }
@@ -587,10 +590,11 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "gid-index", required_argument, NULL, 'i' },
 		{ "hold", required_argument, NULL, 'H' },
+		{ "tries", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct qclient q = { .name = "qemu", .fd = -1 };
+	struct qclient q = { .name = "qemu", .fd = -1, .max_tries = MAX_TRIES };
 	const char *socket_path = NULL, *gid = NULL, *mode;
 	uint64_t service = 0x0000000001064e20ull; /* rdma_cm TCP port 20000 */
 	int count = 1, timeout_s = 30, opt, r;
@@ -606,11 +610,12 @@ int main(int argc, char **argv)
 		case 't': timeout_s = atoi(optarg); break;
 		case 'i': q.gid_index = (uint8_t)atoi(optarg); break;
 		case 'H': q.hold_ms = (unsigned)atoi(optarg); break;
+		case 'T': q.max_tries = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!socket_path || !gid || optind >= argc || count < 1 || timeout_s < 1 ||
+	if (!socket_path || !gid || optind >= argc || count < 1 || timeout_s < 1 || q.max_tries < 1 ||
 	    inet_pton(AF_INET6, gid, q.gid) != 1) {
 		usage(stderr);
 		return 2;

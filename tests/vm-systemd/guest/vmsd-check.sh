@@ -329,8 +329,10 @@ restarts() {
 		check "$how: qe-$how's connection is established" \
 			wait_for 20 has /tmp/qe-$how.out "connection 1 established"
 		# Nobody owns G22 yet: the REQ goes out, the session is half-open,
-		# and the client sends it again every second.
-		$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G12 -n qh-$how connect $G22 \
+		# and the client sends it again every second until qs2 answers,
+		# however long the restart takes (a CM's 5 tries were spent
+		# before a slow restart was done; --tries bounds a broken run).
+		$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G12 -n qh-$how connect $G22 --tries 300 \
 			>/tmp/qh-$how.out 2>&1 &
 		qh_pid=$!
 		check "$how: qh-$how's REQ is out (half-open)" wait_for 10 has /tmp/qh-$how.out "-> REQ"
