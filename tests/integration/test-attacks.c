@@ -364,7 +364,9 @@ UNIT_FIXTURE_TEST("/robustness/disconnect-mid-handshake", NULL, fixture_setup, t
 
 	vm_free(f->b1);
 	f->b1 = NULL;
-	/* Its GID is free at once... */
+	/* Once the daemon saw it go (had the next client come first, it
+	 * would have got another fd), its GID is free at once... */
+	daemon_wait_metric(f->db, "rdmacm_mux_clients", NULL, 1);
 	next = vm_new(f->db, "::ffff:10.0.2.1", "next");
 	fd_old = daemon_client_fd(f->db, 2);
 	fd_new = daemon_client_fd(f->db, 4);
