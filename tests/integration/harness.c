@@ -215,36 +215,71 @@ static void daemon_spawn(Daemon *d, bool wait)
 	}
 }
 
-/* The daemon binds its main socket, then its control socket: a test that
- * asks the control socket as soon as the main one serves was refused on
- * a loaded machine. Serving means both (or the log saying that there is
- * no control socket). The control socket is asked first, so that the main
- * one is probed once: each probe is a client, with a client id and an fd
- * of its own, and tests count on those. */
-static bool daemon_serves(const Daemon *d)
+/* Whether the control socket at @path answers: a whole answer to "help",
+ * read to its end, so that the daemon has closed its side when this
+ * returns (a connection it still held would take an fd that a test
+ * counts on). */
+static bool control_answers(const char *path)
 {
-	g_autofree char *ctl = g_strdup_printf("%s.ctl", d->socket);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	gint64 end = g_get_monotonic_time() + (gint64)HARNESS_WAIT_MS * 1000;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = false;
 
-	if (!harness_socket_serves(ctl) &&
-	    daemon_output_count(d, "running without the control socket") == 0)
-		return false;
-	return harness_socket_serves(d->socket);
+	g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    send(fd, "help\n", 5, MSG_NOSIGNAL) == 5) {
+		while (g_get_monotonic_time() < end) {
+			struct pollfd pfd = { fd, POLLIN, 0 };
+			char chunk[4096];
+			ssize_t n;
+
+			if (poll(&pfd, 1, 100) <= 0)
+				continue;
+			n = read(fd, chunk, sizeof(chunk));
+			if (n <= 0) {
+				ok = n == 0;
+				break;
+			}
+		}
+	}
+	close(fd);
+	return ok;
 }
 
+/*
+ * The daemon binds its main socket, then its control socket: a test that
+ * asked the control socket as soon as the main one served was refused on
+ * a loaded machine. Serving means both (or the log saying that there is
+ * no control socket). The main socket is probed once, after the control
+ * socket answered, and the probe's client must be gone before the daemon
+ * counts as started: each probe is a client with an id and an fd, and
+ * tests count on both (the fd a new client gets, client 2's id).
+ */
 bool daemon_wait_serving(Daemon *d, int timeout_ms)
 {
+	g_autofree char *ctl = g_strdup_printf("%s.ctl", d->socket);
 	gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+	unsigned gone = 0;
+	bool probed = false;
 
 	while (g_get_monotonic_time() < end) {
 		int status;
 
-		if (daemon_serves(d))
-			return true;
 		if (d->pid && waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = 0;
 			return false;
 		}
-		g_usleep(10000);
+		if (probed) {
+			if (daemon_output_count(d, ") gone: ") > gone)
+				return true;
+		} else if (control_answers(ctl) ||
+			   daemon_output_count(d, "running without the control socket") > 0) {
+			gone = daemon_output_count(d, ") gone: ");
+			probed = harness_socket_serves(d->socket);
+			continue;
+		}
+		g_usleep(probed ? 2000 : 10000);
 	}
 	return false;
 }
