@@ -45,10 +45,14 @@ static void unreachable_setup(Fixture *f, gconstpointer data)
 	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "1000",
 				       NULL };
 
+	/* A write the test holds is not stuck: past the default deadline
+	 * (4 s) on a loaded machine, within this one. */
+	const char *const opts[] = { "--send-timeout", "60000", NULL };
+
 	(void)data;
 	f->fabric = fabric_new_args(fabric);
-	f->da = daemon_start(f->fabric, "simA", NULL);
-	f->db = daemon_start(f->fabric, "simB", NULL);
+	f->da = daemon_start(f->fabric, "simA", opts);
+	f->db = daemon_start(f->fabric, "simB", opts);
 	f->tid = 0x7000;
 }
 
