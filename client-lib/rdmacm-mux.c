@@ -1313,14 +1313,16 @@ _public_ int rdmacm_mux_unregister_gid(struct rdmacm_mux *m,
 	if (!gid)
 		return set_error(m, -EINVAL, "unregister: gid is NULL");
 	r = submit(m, RDMACM_MUX_OP_CODE_UNREG, gid, NULL, NULL, 0, ret_ticket);
-	if (r < 0 || !m->reconnect)
+	if (!m->reconnect)
 		return r;
 	/* The caller wants it gone: a reconnection must not bring it back,
-	 * whatever the answer (or the lack of one). */
+	 * whatever the answer, or the lack of one, or a request that could
+	 * not even be queued (-ENOTCONN: the daemon that went away forgot the
+	 * GID already). */
 	idx = gid_find(m, gid);
 	if (idx >= 0)
 		gid_remove_at(m, (size_t)idx);
-	return 0;
+	return r;
 }
 
 _public_ int rdmacm_mux_send_mad(struct rdmacm_mux *m, const uint8_t sgid[16],

@@ -244,7 +244,9 @@ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16],
  * As rdmacm_mux_register_gid(). The answer's error is -ENOENT if nobody owns
  * the GID, -EACCES if another client does. With RDMACM_MUX_OPEN_RECONNECT the
  * GID leaves the set that reconnection registers again as soon as this is
- * called, whatever the answer.
+ * called, whatever the answer, and also when the call itself fails with
+ * -ENOTCONN (while reconnecting: the daemon forgot the GID with the old
+ * connection) or -ENOBUFS (since 1.1.1; 1.1.0 kept the GID then).
  */
 int rdmacm_mux_unregister_gid(struct rdmacm_mux *m, const uint8_t gid[16],
 			      uint32_t *ret_ticket);

@@ -1600,6 +1600,52 @@ static void test_reconnect_in_flight(Fixture *f, gconstpointer data)
 	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
 }
 
+static void script_unreg_away(Fixture *f)
+{
+	int fd = srv_accept(f);
+
+	srv_expect_reg(fd, gid_a, 0);
+	srv_expect_reg(fd, gid_b, 0);
+	wait_queue(f->to_server);
+	srv_stop_listening(f);
+	close(fd);
+
+	/* Back once the client gave gid_a up while it was away: only gid_b
+	 * is registered again. */
+	wait_queue(f->to_server);
+	srv_listen_again(f);
+	fd = srv_accept(f);
+	srv_expect_reg(fd, gid_b, 0);
+	srv_expect_eof(fd);
+}
+
+/* A GID given up while reconnecting (the call fails with -ENOTCONN, as QEMU
+ * sees when a guest drops an address during a daemon restart) must not come
+ * back with the reconnection. */
+static void test_reconnect_unreg_away(Fixture *f, gconstpointer data)
+{
+	struct rdmacm_mux_event ev;
+	struct rdmacm_mux *m;
+	uint32_t t;
+
+	(void)data;
+	server_start(f, script_unreg_away);
+	m = open_reconnect(f, RDMACM_MUX_OPEN_BASE_PROTOCOL, 10, 50, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
+	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	signal_queue(f->to_server);
+
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
+	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_a, &t), ==, -ENOTCONN);
+	signal_queue(f->to_server);
+	expect_event(m, TRUE, RDMACM_MUX_EVENT_RECONNECTED, &ev);
+	g_assert_cmpuint(ev.gids_registered, ==, 1);
+	g_assert_cmpuint(ev.gids_failed, ==, 0);
+	g_assert_cmpint(rdmacm_mux_next_event(m, &ev), ==, -EAGAIN);
+}
+
 typedef struct {
 	uint32_t initial_ms, max_ms, jitter;
 	int crashes; /* connections the daemon drops before it stays up */
@@ -1854,6 +1900,7 @@ int main(int argc, char **argv)
 	ADD("reconnect/re-register", test_reconnect);
 	ADD("reconnect/in-flight-requests-fail", test_reconnect_in_flight);
 	ADD("reconnect/gid-lost", test_reconnect_gid_lost);
+	ADD("reconnect/unregister-while-away", test_reconnect_unreg_away);
 	ADD("reconnect/off-by-default", test_reconnect_off_by_default);
 	ADD("reconnect/arguments", test_reconnect_args);
 #undef ADD
