@@ -38,6 +38,11 @@ packages=(
 	# tests/qemu: the tools that build vmw_pvrdma.ko from Debian's linux-source
 	# against unpacked headers
 	make binutils libelf1 libssl3
+	# tests/qemu and contrib/qemu/build-qemu.sh: Debian's QEMU 7.2 patched for
+	# mad-socket, qemu-system-x86_64 only (configure --without-default-features
+	# --enable-rdma --enable-pvrdma --enable-slirp --enable-fdt=system); its
+	# source comes through apt-get source (dpkg-dev, above)
+	libpixman-1-dev zlib1g-dev libslirp-dev libfdt-dev libibverbs-dev librdmacm-dev
 	# the Debian packages (debian/, scripts/package.sh, suite 'package' and
 	# tests/vm-systemd's mode pkg): dpkg-buildpackage, debhelper, lintian
 	dpkg-dev debhelper fakeroot build-essential lintian
