@@ -129,12 +129,16 @@ static int start(char **argv, const char *notify, const char *out, const char *e
 		for (unsigned i = 0; i < n_stored; i++)
 			if (fcntl(store[i].fd, F_DUPFD_CLOEXEC, base + (int)i) < 0)
 				_exit(127);
-		for (unsigned i = 0; i < n_stored; i++) {
+		for (unsigned i = 0, len = 0; i < n_stored; i++) {
+			int n;
+
 			if (dup2(base + (int)i, 3 + (int)i) < 0)
 				_exit(127);
-			if (i)
-				strncat(names, ":", sizeof(names) - strlen(names) - 1);
-			strncat(names, store[i].name, sizeof(names) - strlen(names) - 1);
+			n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ":" : "",
+				     store[i].name);
+			if (n < 0 || (size_t)n >= sizeof(names) - len)
+				_exit(127); /* the names do not fit: never pass them cut */
+			len += (unsigned)n;
 		}
 		setenv("NOTIFY_SOCKET", notify, 1);
 		if (n_stored) {
