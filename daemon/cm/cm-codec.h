@@ -116,6 +116,11 @@ void cm_set_sidr_request_id(uint8_t *mad, uint32_t id);
 uint64_t cm_get_tid(const uint8_t *mad);
 /* Only the low 32 bits of a TID survive the kernel; set those. */
 void cm_set_tid_low(uint8_t *mad, uint32_t low);
+/* Those low 32 bits (inline: every MAD is counted by them). */
+static inline uint32_t cm_get_tid_low(const uint8_t *mad)
+{
+	return (uint32_t)mad[12] << 24 | (uint32_t)mad[13] << 16 | (uint32_t)mad[14] << 8 | mad[15];
+}
 
 /* REQ: Primary RemotePortGID (the destination) and LocalPortGID. */
 const uint8_t *cm_req_remote_gid(const uint8_t *mad);

@@ -12,6 +12,8 @@
  *   relay-tx.c       client -> wire: checking, remapping and sending MADs
  *   relay-rx.c       wire -> client: receiving, routing and delivering MADs
  *   relay-events.c   event sinks, trace lines and counter names
+ *   relay-vms.c      the VMs' assignments: which VM a client is, the check
+ *                    before each REG, per-VM counters
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
  *                    clock and senders, and the invariant checks
  */
@@ -54,6 +56,8 @@ typedef struct RelayEventSink {
 struct RelayClient {
 	Client conn;
 	uint32_t id; /* unique among live clients; reuse is delayed 2^32 ids */
+	VmEntry *vm;	 /* the VM whose socket it came in on, or NULL */
+	VmCounters *vmc; /* its VM's counters, or those of clients without one */
 	RelayClientGid *gids;
 	uint32_t n_gids;
 	SessionList sessions;
@@ -147,6 +151,17 @@ struct Relay {
 	uint64_t settle_mark;
 	sd_event_source *settle_post;
 	sd_event_source *settle_timer;
+	/* VMs (relay-vms.c): the assignments, and the counters of clients
+	 * without a VM when there are none. */
+	RelayVms vms;
+	VmCounters vm_none;
+	/* The last MAD each way of every session (by handle), for the ib_cm
+	 * groups' retries and duplicates: beside the table, not in it, so that
+	 * the sessions' memfd keeps its layout (8 bytes a session). A
+	 * successor starts empty. [2 * (handle - 1) + rx]: the attribute's
+	 * index + 1 in the top 4 bits, the TID's low 28 bits below; 0: none. */
+	uint32_t *seen;
+	uint32_t n_seen;
 };
 
 /* ---- handoff-relay.c: keeping the hand-off state current ---- */
@@ -301,6 +316,56 @@ void relay_tx_warm_client(Relay *r, RelayClient *c);
 int relay_rx_on_umad_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 /* Route and deliver one received MAD (header as the kernel filled it). */
 void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len);
+
+/* ---- relay-vms.c ---- */
+
+/* The VM of a new connection on @fd: 0 with c->vm and c->vmc set, or a
+ * negative errno (logged, counted) to refuse it. */
+int relay_vm_attach(Relay *r, RelayClient *c);
+/* @c goes: its VM's count of connections. */
+void relay_vm_detach(Relay *r, RelayClient *c);
+/**
+ * relay_vm_check_reg() - whether @c may register @gid, by the VMs'
+ * assignments (counted and logged when not).
+ * Return: 0, -EACCES, or -EADDRNOTAVAIL (a GID the port does not have,
+ * under --gid-policy=assigned).
+ */
+int relay_vm_check_reg(Relay *r, RelayClient *c, const uint8_t gid[GID_LEN]);
+/* Make room for the session @h in the seen arrays. Return: false when
+ * out of memory (then it is not followed). */
+bool relay_vm_seen_grow(Relay *r, uint32_t h);
+/* A new session @h: nothing seen yet. */
+static inline void relay_vm_seen_reset(Relay *r, uint32_t h)
+{
+	if (h && (h <= r->n_seen || relay_vm_seen_grow(r, h)))
+		r->seen[2 * (h - 1)] = r->seen[2 * (h - 1) + 1] = 0;
+}
+
+/*
+ * Count a MAD of @c in its VM's ib_cm groups: @rx false for one it sent,
+ * true for one delivered to it; @h its session (0: none), @tid_low the low
+ * half of its TID as the client sent it (before any rewrite) or the wire
+ * brought it. The same attribute with the same TID as the session's last
+ * MAD that way is a retry (tx) or a duplicate (rx). The TID's high half
+ * is the sending kernel's (its MAD agent's hi_tid): it changes with the
+ * agent, not with the message. Every MAD comes here: a load, a store or
+ * two, one cache line of the session's.
+ */
+static inline void relay_vm_count(Relay *r, RelayClient *c, uint32_t h, uint16_t attr,
+				  uint32_t tid_low, bool rx)
+{
+	CmAttrIndex i = cm_attr_to_index(attr);
+	uint32_t mark = (uint32_t)(i + 1) << 28 | (tid_low & 0x0fffffffu), *last;
+
+	c->vmc->cm[rx ? VM_CM_RX_MSGS : VM_CM_TX_MSGS][i]++;
+	if (!h || (h > r->n_seen && !relay_vm_seen_grow(r, h)))
+		return;
+	last = &r->seen[2 * (h - 1) + rx];
+	if (*last == mark)
+		c->vmc->cm[rx ? VM_CM_RX_DUPLICATES : VM_CM_TX_RETRIES][i]++;
+	else
+		*last = mark;
+}
 
 /* ---- relay-events.c ---- */
 

@@ -334,6 +334,7 @@ void relay_rx_deliver(Relay *r, UmadBuffer *buf, size_t len)
 		relay_rx_create_session(r, buf, attr == CM_ATTR_SIDR_REQ, &rt, now);
 	r->counters->rx[cm_attr_to_index(attr)]++;
 	rt.client->stats.rx_mads++;
+	relay_vm_count(r, rt.client, rt.handle, attr, cm_get_tid_low(buf->mad), true);
 	relay_mark_dirty(r, rt.client);
 	relay_rx_emit(r, buf, wire_mad, len, attr, &rt, NULL);
 }

@@ -40,6 +40,7 @@ typedef struct RelayTxContext {
 	uint32_t wire_id;	  /* what went on the wire */
 	uint32_t handle;
 	uint32_t hint; /* the warm pass's session for this frame, or 0 */
+	uint32_t tid_low; /* the TID's low half as the client sent it, before any rewrite */
 	bool created;  /* this request created the session */
 	TxReject reject;
 } RelayTxContext;
@@ -388,6 +389,7 @@ static int relay_tx_sent(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	}
 	r->counters->tx[cm_attr_to_index(t->attr)]++;
 	c->stats.tx_mads++;
+	relay_vm_count(r, c, t->handle, t->attr, t->tid_low, false);
 	/* Most daemons have no trace reader: do not build the event. */
 	if (r->sinks->len)
 		relay_emit(r,
@@ -425,6 +427,7 @@ int relay_tx_mad(Relay *r, RelayClient *c, const struct rdmacm_mux_msg *req, uin
 						: TX_REJECT_MALFORMED;
 		goto refused;
 	}
+	t.tid_low = cm_get_tid_low(req->umad.mad);
 	/* A GID has one owner, and it is in the owner's list (and only
 	 * there): the short list answers what gid_owners would. */
 	cg = relay_client_find_gid(c, t.sgid);

@@ -91,6 +91,7 @@ void relay_drop_client(Relay *r, RelayClient *c, const char *why)
 		       c->id, (int)c->conn.cred.pid, c->conn.comm, why, c->n_gids,
 		       c->sessions.count);
 	relay_handoff_client_gone(r, c);
+	relay_vm_detach(r, c);
 	for (uint32_t i = 0; i < c->n_gids; i++)
 		g_hash_table_remove(r->gid_owners, c->gids[i].gid);
 	session_table_remove_all(r->sessions, &c->sessions);
@@ -232,7 +233,13 @@ RelayClient *relay_client_create(Relay *r, int fd)
 			relay_client_free(c);
 			return NULL;
 		}
-		/* closing the fd (client_deinit()) takes it out of the set */
+		/* Its VM, from the socket it came in on (closing the fd, in
+		 * client_deinit(), takes it out of the set). */
+		if (relay_vm_attach(r, c) < 0) {
+			r->counters->clients_refused++;
+			relay_client_free(c);
+			return NULL;
+		}
 		relay_reserve_fd_events(r, fd);
 		r->fd_events[fd] = EPOLLIN;
 		relay_uid_count_add(r, uid, +1);
@@ -242,6 +249,8 @@ RelayClient *relay_client_create(Relay *r, int fd)
 			if (r->unregistered.length == 1)
 				relay_arm_register_timer(r);
 		}
+	} else {
+		(void)relay_vm_attach(r, c); /* no socket, no VM */
 	}
 	g_hash_table_insert(r->clients, GUINT_TO_POINTER(c->id), c);
 	r->counters->clients_accepted++;
@@ -255,8 +264,9 @@ int relay_add_client(Relay *r, int fd)
 	if (!c)
 		return -EUSERS;
 	relay_handoff_client_added(r, c);
-	log_info("client %u connected on fd %d: pid %d uid %d (%s)", c->id, fd,
-		 (int)c->conn.cred.pid, (int)c->conn.cred.uid, c->conn.comm);
+	log_info("client %u connected on fd %d: pid %d uid %d (%s)%s%s", c->id, fd,
+		 (int)c->conn.cred.pid, (int)c->conn.cred.uid, c->conn.comm,
+		 c->vm ? ", VM " : "", c->vm ? c->vm->spec.name : "");
 	return 0;
 }
 
@@ -352,13 +362,18 @@ static int relay_register_gid(Relay *r, RelayClient *c, const uint8_t gid[GID_LE
 	char text[GID_STR_LEN], pid[32], gidf[64];
 	const char *fields[] = { pid, gidf, NULL };
 	RelayClientGid *cg;
-	int index;
+	int index, e;
 
 	snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->conn.cred.pid);
 	snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(gid, text));
 
 	if (gid_is_zero(gid))
 		return -EINVAL;
+	/* The operator's assignment first: a GID of another VM is refused
+	 * whether or not anybody holds it now. */
+	e = relay_vm_check_reg(r, c, gid);
+	if (e < 0)
+		return e;
 	if (owner == c)
 		return -EEXIST;
 	if (owner) {
@@ -797,6 +812,7 @@ void relay_free(Relay *r)
 	handoff_state_free(r->handoff);
 	if (r->half_open_peers)
 		g_hash_table_destroy(r->half_open_peers);
+	g_free(r->seen);
 	umad_port_close(r->port);
 	sd_event_unref(r->event);
 	g_free(r);
@@ -832,6 +848,7 @@ void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const Relay
 		const RelayClient *c = value;
 		RelayClientInfo info = {
 			.id = c->id,
+			.vm = c->vm,
 			.cred = c->conn.cred,
 			.comm = c->conn.comm,
 			.connected_usec = c->conn.connected_usec,

@@ -25,6 +25,7 @@
 #include "umad-port.h"
 #include "umad-sender.h"
 #include "util.h"
+#include "vm-table.h"
 
 typedef struct RelayConfig {
 	uint32_t max_clients;
@@ -177,6 +178,7 @@ typedef struct Session Session;
 /* What the control socket may know of a client: a read-only snapshot. */
 typedef struct RelayClientInfo {
 	uint32_t id;
+	const VmEntry *vm; /* the VM whose socket it came in on, or NULL */
 	struct ucred cred;
 	const char *comm;
 	uint64_t connected_usec; /* monotonic */
@@ -221,6 +223,44 @@ bool relay_ended_loop(const Relay *r);
 
 /* Print every counter, one per line, to @f. */
 void relay_dump_counters(const Relay *r, FILE *f);
+
+/* ---- VMs (relay-vms.c) ---- */
+
+/**
+ * Which VM a connection belongs to, from the socket it came in on. Return:
+ * 0 with *@ret set (NULL: the shared socket), or a negative errno to refuse
+ * it (the socket of a VM that is gone).
+ */
+typedef int (*RelayVmOfFn)(void *userdata, int fd, VmEntry **ret);
+
+typedef struct RelayVms {
+	VmTable *table;	     /* not owned; outlives the relay */
+	VmGidPolicy policy;  /* for the shared socket */
+	uint32_t max_clients; /* connections per VM */
+	RelayVmOfFn vm_of;
+	void *userdata;
+} RelayVms;
+
+/**
+ * relay_set_vms() - check every registration against @vms's assignments
+ * from now on, and count per VM. Call before any client is added (also
+ * before relay_handoff_start()). Without it, any client may register any
+ * GID nobody holds, as before.
+ */
+void relay_set_vms(Relay *r, const RelayVms *vms);
+/**
+ * relay_vms_changed() - the assignments changed (a VM added, set or
+ * removed): every client keeps only the GIDs it may hold now, and the
+ * sessions of the GIDs it loses go with them (logged per GID).
+ * Return: the GIDs taken back.
+ */
+unsigned relay_vms_changed(Relay *r);
+/**
+ * relay_drop_vm_clients() - disconnect every client of @vm (it is being
+ * removed), freeing their GIDs and sessions.
+ * Return: how many.
+ */
+unsigned relay_drop_vm_clients(Relay *r, const VmEntry *vm);
 
 const char *relay_rx_drop_name(RxDrop d);
 const char *relay_tx_reject_name(TxReject d);
