@@ -11,7 +11,7 @@
  * Two memfds, each starting with the same header page (4096 bytes):
  *
  *   "state"     kind 1: the clients, the counters, the answers owed, the
- *               crash-loop guard (handoff-state.c)
+ *               crash-loop guard, the VMs (handoff-state.c)
  *   "sessions"  kind 2: the session table (daemon/sessions/, one section
  *               whose records are the live sessions, written in place)
  *
@@ -68,6 +68,17 @@
  *               0  4 client_id (0: free)    8 8 seq (order per client)
  *               4  4 reserved              16 .. the request's frame
  *   GUARD     one HandoffGuard: starts since the last settled run.
+ *   VMS       the VMs' assignments and counters: an image of daemon/vm/'s
+ *             own self-describing format (vm-state.h: magic, version,
+ *             typed records), of variable length, so kept twice:
+ *             n_records = 2 copies of record_size bytes (arg0, arg1 zero).
+ *             A copy (HandoffCopy):
+ *               0  8 sequence (0: never written)   12 4 reserved
+ *               8  4 length: the image's bytes     16 .. the image
+ *             The current copy is the one of higher sequence whose length
+ *             fits its record. A writer rewrites the other one: its
+ *             sequence zeroed first, the image and length written, the
+ *             sequence (the current's + 1) set last.
  *
  * The sessions memfd holds one SESSIONS section at offset 4096: its
  * length is the table's capacity times record_size, n_records the slots
@@ -141,6 +152,14 @@
 #define HANDOFF_SECTION_COUNTERS 2u
 #define HANDOFF_SECTION_OWED 3u
 #define HANDOFF_SECTION_GUARD 4u
+#define HANDOFF_SECTION_VMS 5u
+
+/* A copy of the VMs' state longer than this is not one of ours. */
+#define HANDOFF_VMS_MAX_BYTES (64u << 20)
+/* Copies a reader looks at, at most (2 are written). */
+#define HANDOFF_MAX_COPIES 16u
+/* A copy's sequence no writer reaches: the taker numbers it anew. */
+#define HANDOFF_COPY_SEQUENCE_MAX (1ull << 62)
 #define HANDOFF_SECTION_SESSIONS 16u
 
 typedef struct HandoffHeader {
@@ -198,6 +217,14 @@ typedef struct HandoffGuard {
 	uint64_t reserved2;
 } HandoffGuard;
 
+/* One copy of a section kept twice (VMS). */
+typedef struct HandoffCopy {
+	uint64_t sequence; /* 0: never written */
+	uint32_t length;
+	uint32_t reserved;
+	uint8_t bytes[];
+} HandoffCopy;
+
 #define HANDOFF_ASSERT_FIELD(type, field, off, size)                                     \
 	_Static_assert(offsetof(type, field) == (off) &&                                 \
 			       sizeof(((type *)0)->field) == (size),                     \
@@ -235,6 +262,10 @@ HANDOFF_ASSERT_FIELD(HandoffOwed, seq, 8, 8);
 _Static_assert(offsetof(HandoffOwed, frame) == 16, "owed frame at 16");
 HANDOFF_ASSERT_FIELD(HandoffGuard, unsettled_starts, 0, 4);
 _Static_assert(sizeof(HandoffGuard) == 16, "HandoffGuard is 16 bytes");
+HANDOFF_ASSERT_FIELD(HandoffCopy, sequence, 0, 8);
+HANDOFF_ASSERT_FIELD(HandoffCopy, length, 8, 4);
+HANDOFF_ASSERT_FIELD(HandoffCopy, reserved, 12, 4);
+_Static_assert(offsetof(HandoffCopy, bytes) == 16, "a copy's bytes at 16");
 
 /* ---- the memfds' first page ---- */
 

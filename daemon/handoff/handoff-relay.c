@@ -138,7 +138,8 @@ static HandoffShape relay_handoff_shape(const Relay *r)
 			       .port = r->port->port,
 			       .n_clients = r->cfg.max_clients,
 			       .max_gids = r->cfg.max_gids,
-			       .n_owed = r->cfg.max_clients * MAX(r->cfg.max_slow_sends, 1u) };
+			       .n_owed = r->cfg.max_clients * MAX(r->cfg.max_slow_sends, 1u),
+			       .vms_bytes = r->vms.state_room };
 }
 
 static uint64_t relay_handoff_new_pair_id(void)
@@ -181,6 +182,30 @@ static int relay_handoff_pick(int *fds[2], uint32_t kind, RelayHandoffKind *k)
 		*fds[0] = *fds[1] = -1;
 		return fd;
 	}
+}
+
+GBytes *relay_handoff_peek_vms(Relay *r, const RelayHandoffFds *fds)
+{
+	int64_t g0 = fds->state >= 0 ? handoff_memfd_generation(fds->state, HANDOFF_KIND_STATE)
+				     : INT64_MIN,
+		g1 = fds->state_alt >= 0
+			     ? handoff_memfd_generation(fds->state_alt, HANDOFF_KIND_STATE)
+			     : INT64_MIN;
+	/* The one relay_handoff_pick() will take. */
+	int fd = fds->state < 0 && fds->state_alt < 0 ? -1 : g1 > g0 ? fds->state_alt : fds->state;
+	GBytes *b = NULL;
+
+	/* A state that is refused is said so once, by relay_handoff_start(). */
+	if (fd >= 0)
+		(void)handoff_state_vms_peek(fd, r->port->dev, r->port->port, &b, NULL);
+	return b;
+}
+
+int relay_handoff_write_vms(Relay *r, const void *data, size_t len)
+{
+	if (!r->handoff)
+		return -ENODEV;
+	return handoff_state_vms_write(r->handoff, data, len);
 }
 
 static void relay_handoff_store_remove(const char *name)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The relay's side of surviving a restart or a crash (handoff-relay.c):
- * its state in memfds (the hand-off format, handoff-format.h), its client
+ * its state in memfds (the hand-off format, handoff-format.h; the VMs'
+ * state rides in it, written by daemon/vm/), its client
  * sockets in the fd store, the take-over at start (in place, or converted
  * from another version), the answers owed after a crash, the crash-loop
  * guard, and the planned hand-off at SIGTERM.
@@ -45,6 +46,23 @@ typedef struct RelayHandoffFds {
  * relay works on without the guarantee).
  */
 int relay_handoff_start(Relay *r, RelayHandoffFds *fds);
+
+/**
+ * relay_handoff_peek_vms() - the VMs' state in the state memfd of @fds
+ * that relay_handoff_start() will take, read before it does (the VMs are
+ * set up before their clients are taken over). Nothing is taken over.
+ * Return: its bytes (daemon/vm/vm-state.h), or NULL when there are none.
+ */
+GBytes *relay_handoff_peek_vms(Relay *r, const RelayHandoffFds *fds);
+
+/**
+ * relay_handoff_write_vms() - keep @len bytes at @data as the VMs' state,
+ * where a successor finds it (the state memfd's VMS section).
+ * Return: 0; -ENODEV when no state is kept (no fd store, and no
+ * re-execution under way); -ENOSPC when it does not fit the room
+ * relay_set_vms() gave.
+ */
+int relay_handoff_write_vms(Relay *r, const void *data, size_t len);
 
 /**
  * relay_handoff_prepare() - before a planned exit that hands over: write

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the "state" memfd of the hand-off format: its sections (clients,
- * counters, owed answers, the crash-loop guard), writing them in place,
+ * counters, owed answers, the crash-loop guard, the VMs' two copies),
+ * writing them in place,
  * and taking a predecessor's over, in place when it has exactly this
  * build's layout, else converted section by section into a fresh memfd.
  */
@@ -26,7 +27,7 @@ struct HandoffState {
 	void *map;
 	size_t bytes;
 	HandoffHeader *hdr;
-	HandoffSection *sec_clients, *sec_counters, *sec_owed, *sec_guard;
+	HandoffSection *sec_clients, *sec_counters, *sec_owed, *sec_guard, *sec_vms;
 	uint8_t *clients;
 	size_t client_size;
 	uint32_t n_clients;
@@ -38,6 +39,8 @@ struct HandoffState {
 	uint32_t owed_used; /* records in use: none, and nothing is scanned */
 	uint32_t owed_mark; /* records past it were never used (the section's arg1) */
 	HandoffGuard *guard;
+	uint64_t vms_sequence; /* the current VMs' copy's (0: none) */
+	uint32_t vms_current;  /* its index */
 	uint32_t next_free; /* where handoff_state_claim() starts looking */
 	char writer[32];
 };
@@ -106,6 +109,15 @@ static void guard_shape(const HandoffShape *shape, HandoffSection *e)
 	e->length = sizeof(HandoffGuard);
 }
 
+static void vms_shape(const HandoffShape *shape, HandoffSection *e)
+{
+	uint64_t room = MIN(shape->vms_bytes, HANDOFF_VMS_MAX_BYTES);
+
+	e->record_size = (uint32_t)HANDOFF_ALIGN8(sizeof(HandoffCopy) + room);
+	e->n_records = 2;
+	e->length = (uint64_t)e->record_size * e->n_records;
+}
+
 static void clients_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
 			    HandoffDroppedFn dropped, void *userdata);
 static void counters_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
@@ -114,12 +126,15 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 			 HandoffDroppedFn dropped, void *userdata);
 static void guard_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
 			  HandoffDroppedFn dropped, void *userdata);
+static void vms_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
+			HandoffDroppedFn dropped, void *userdata);
 
 static const HandoffSectionOps section_ops[] = {
 	{ HANDOFF_SECTION_CLIENTS, "clients", clients_shape, clients_convert },
 	{ HANDOFF_SECTION_COUNTERS, "counters", counters_shape, counters_convert },
 	{ HANDOFF_SECTION_OWED, "owed answers", owed_shape, owed_convert },
 	{ HANDOFF_SECTION_GUARD, "crash-loop guard", guard_shape, guard_convert },
+	{ HANDOFF_SECTION_VMS, "VMs", vms_shape, vms_convert },
 };
 #define N_SECTIONS G_N_ELEMENTS(section_ops)
 
@@ -152,7 +167,67 @@ static void state_bind(HandoffState *s)
 	s->owed_size = s->sec_owed->record_size;
 	s->n_owed = s->sec_owed->n_records;
 	s->guard = (HandoffGuard *)(void *)(base + s->sec_guard->offset);
+	s->sec_vms = (HandoffSection *)handoff_header_find(s->map, HANDOFF_SECTION_VMS);
 	g_strlcpy(s->writer, s->hdr->writer, sizeof(s->writer));
+}
+
+/* Copy @i of the twice-kept section @e whose bytes are at @bytes. */
+static const HandoffCopy *copy_at(const HandoffSection *e, const uint8_t *bytes, uint32_t i)
+{
+	return (const HandoffCopy *)(const void *)(bytes + (size_t)i * e->record_size);
+}
+
+/*
+ * The current copy of the twice-kept section @e (checked to lie inside
+ * the memfd, its bytes at @bytes): of the copies whose length fits their
+ * record, the one of the highest sequence. Return: its index, or -1.
+ */
+static int copy_current(const HandoffSection *e, const uint8_t *bytes)
+{
+	uint64_t best = 0;
+	int found = -1;
+
+	if (e->record_size < sizeof(HandoffCopy) || e->record_size % 8 ||
+	    e->n_records > HANDOFF_MAX_COPIES ||
+	    (uint64_t)e->record_size * e->n_records > e->length)
+		return -1;
+	for (uint32_t i = 0; i < e->n_records; i++) {
+		const HandoffCopy *c = copy_at(e, bytes, i);
+		uint64_t seq = __atomic_load_n(&c->sequence, __ATOMIC_ACQUIRE);
+
+		if (seq > best && c->length <= e->record_size - sizeof(HandoffCopy) &&
+		    c->length <= HANDOFF_VMS_MAX_BYTES) {
+			best = seq;
+			found = (int)i;
+		}
+	}
+	return found;
+}
+
+/* Which of this state's VMs' copies is current (after a take-over). */
+static void state_vms_rebuild(HandoffState *s)
+{
+	uint8_t *bytes = (uint8_t *)s->map + s->sec_vms->offset;
+	int i = copy_current(s->sec_vms, bytes);
+	HandoffCopy *c;
+
+	s->vms_current = i < 0 ? 1 : (uint32_t)i; /* none: the first write goes to copy 0 */
+	s->vms_sequence = 0;
+	if (i < 0)
+		return;
+	c = (HandoffCopy *)(void *)(bytes + (size_t)i * s->sec_vms->record_size);
+	s->vms_sequence = c->sequence;
+	/* A sequence no writer reaches would wrap to 0 on the next write,
+	 * which then would never count: numbered anew, the other copy out
+	 * of the choice first. */
+	if (s->vms_sequence >= HANDOFF_COPY_SEQUENCE_MAX) {
+		HandoffCopy *other = (HandoffCopy *)(void *)(bytes + (size_t)(i ^ 1) *
+								       s->sec_vms->record_size);
+
+		__atomic_store_n(&other->sequence, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->sequence, 1, __ATOMIC_RELEASE);
+		s->vms_sequence = 1;
+	}
 }
 
 static HandoffOwed *owed_at(HandoffState *s, uint32_t i)
@@ -304,6 +379,7 @@ static void state_check_items(HandoffState *s, HandoffDroppedFn dropped, void *u
 		memset(o, 0, s->owed_size);
 	}
 	state_owed_free_rebuild(s);
+	state_vms_rebuild(s);
 }
 
 /* Whether the checked header @page describes exactly the layout this
@@ -467,6 +543,27 @@ static void guard_convert(HandoffState *s, const HandoffSection *src, const uint
 	(void)userdata;
 	if (src->length >= sizeof(uint32_t))
 		memcpy(&s->guard->unsettled_starts, bytes, sizeof(uint32_t));
+}
+
+static void vms_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
+			HandoffDroppedFn dropped, void *userdata)
+{
+	HandoffCopy *to = (HandoffCopy *)(void *)((uint8_t *)s->map + s->sec_vms->offset);
+	int i = copy_current(src, bytes);
+	const HandoffCopy *from;
+
+	if (i < 0)
+		return;
+	from = copy_at(src, bytes, (uint32_t)i);
+	if (from->length > s->sec_vms->record_size - sizeof(HandoffCopy)) {
+		drop(dropped, userdata, "the VMs' state",
+		     "larger than this daemon's room for it (--max-vms is lower now)");
+		return;
+	}
+	/* Into the first copy, its sequence going on. */
+	memcpy(to->bytes, from->bytes, from->length);
+	to->length = from->length;
+	to->sequence = from->sequence;
 }
 
 /* A fresh state of @shape holding what the checked image @img (@len
@@ -761,6 +858,72 @@ void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret)
 		if (owed_at(s, i)->client_id == client_id)
 			g_array_append_val(ret, i);
 	g_array_sort_with_data(ret, owed_seq_cmp, s);
+}
+
+/* ---- the VMs ---- */
+
+int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, const char **why)
+{
+	const char *dummy;
+	const HandoffHeader *h;
+	const HandoffSection *e;
+	struct stat st;
+	void *ro;
+	size_t bytes;
+	int r, i;
+
+	if (!why)
+		why = &dummy;
+	*ret = NULL;
+	if (fstat(fd, &st) < 0) {
+		*why = "it cannot be read";
+		return -errno;
+	}
+	if (st.st_size < (off_t)HANDOFF_PAGE || (uint64_t)st.st_size > HANDOFF_STATE_MAX_BYTES) {
+		*why = "its size is not one a state has";
+		return -EPROTO;
+	}
+	bytes = (size_t)st.st_size;
+	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+	if (ro == MAP_FAILED) {
+		*why = "it cannot be mapped";
+		return -errno;
+	}
+	/* 0.1.0's raw layout (or anything else) has no VMs. */
+	r = handoff_header_check(ro, bytes, bytes, HANDOFF_KIND_STATE, why);
+	h = ro;
+	if (r == 0 && (strcmp(h->dev, dev) != 0 || h->port != (uint32_t)port)) {
+		*why = "it is of another device or port";
+		r = -EPROTO;
+	}
+	e = r == 0 ? handoff_header_find(ro, HANDOFF_SECTION_VMS) : NULL;
+	i = e ? copy_current(e, (const uint8_t *)ro + e->offset) : -1;
+	if (i >= 0) {
+		const HandoffCopy *c = copy_at(e, (const uint8_t *)ro + e->offset, (uint32_t)i);
+
+		*ret = g_bytes_new(c->bytes, c->length);
+	}
+	munmap(ro, bytes);
+	return r;
+}
+
+int handoff_state_vms_write(HandoffState *s, const void *data, size_t len)
+{
+	uint32_t next = s->vms_current ^ 1u;
+	HandoffCopy *to;
+
+	if (len > s->sec_vms->record_size - sizeof(HandoffCopy))
+		return -ENOSPC;
+	to = (HandoffCopy *)(void *)((uint8_t *)s->map + s->sec_vms->offset +
+				     (size_t)next * s->sec_vms->record_size);
+	/* Out of the reader's choice while it is rewritten; current last. */
+	__atomic_store_n(&to->sequence, 0, __ATOMIC_RELEASE);
+	memcpy(to->bytes, data, len);
+	to->length = (uint32_t)len;
+	__atomic_store_n(&to->sequence, s->vms_sequence + 1, __ATOMIC_RELEASE);
+	s->vms_sequence++;
+	s->vms_current = next;
+	return 0;
 }
 
 /* ---- the crash-loop guard ---- */

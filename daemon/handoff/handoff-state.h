@@ -2,7 +2,8 @@
 /*
  * The "state" memfd of the hand-off format (handoff-format.h): one slot
  * per client (its id, capabilities, whether it said HELLO, its GIDs), the
- * counters, the answers owed to clients, and the crash-loop guard.
+ * counters, the answers owed to clients, the crash-loop guard, and the
+ * VMs' state (bytes daemon/vm/ writes and reads; kept twice here).
  * Written in place at every change, so that it is current even after a
  * crash; read back with every field checked, never trusted.
  *
@@ -27,6 +28,7 @@ typedef struct HandoffShape {
 	uint32_t n_clients; /* client slots */
 	uint32_t max_gids;  /* GIDs per client */
 	uint32_t n_owed;    /* owed answers, all clients together */
+	uint32_t vms_bytes; /* room for the VMs' state, in each of its copies */
 } HandoffShape;
 
 typedef struct HandoffState HandoffState;
@@ -103,6 +105,22 @@ void handoff_state_owed_clear_client(HandoffState *s, uint32_t client_id);
 void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret);
 /* Record @i (its frame is the request to answer). */
 const HandoffOwed *handoff_state_owed(HandoffState *s, int i);
+
+/**
+ * handoff_state_vms_peek() - the VMs' state in the state memfd @fd of
+ * @dev and @port, read only (nothing is taken over): the VMs are set up
+ * before the clients, which handoff_state_adopt() brings back.
+ * Return: 0 with *@ret set, to NULL when the memfd has no VMs' state (of
+ * 0.1.0, or written before VMs were kept); -EPROTO or -EBADMSG when @fd is
+ * not a state handoff_state_adopt() would take, with @why.
+ */
+int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, const char **why);
+/**
+ * handoff_state_vms_write() - @len bytes at @data become the VMs' state,
+ * crash-safe: until the last store, a successor reads the previous one.
+ * Return: 0, or -ENOSPC when they do not fit the room of the shape.
+ */
+int handoff_state_vms_write(HandoffState *s, const void *data, size_t len);
 
 /* The crash-loop guard's count of unsettled starts. */
 uint32_t handoff_state_guard_starts(const HandoffState *s);

@@ -308,6 +308,150 @@ UNIT_TEST("/handoff/in-place-and-converted", test_in_place_and_converted)
 			 41);
 }
 
+/* The VMs' bytes, as the next process peeks them before it takes over. */
+static GBytes *vms_peek(int fd, const HandoffShape *shape)
+{
+	GBytes *b = NULL;
+
+	g_assert_cmpint(handoff_state_vms_peek(fd, shape->dev, shape->port, &b, NULL), ==, 0);
+	return b;
+}
+
+static void assert_vms(int fd, const HandoffShape *shape, const char *want)
+{
+	g_autoptr(GBytes) b = vms_peek(fd, shape);
+	const void *data;
+	size_t len;
+
+	if (!want) {
+		g_assert_null(b);
+		return;
+	}
+	g_assert_nonnull(b);
+	data = g_bytes_get_data(b, &len);
+	g_assert_cmpmem(data, len, want, strlen(want));
+}
+
+/* The VMs' state (HANDOFF_SECTION_VMS): kept twice, a rewrite never
+ * leaves none, in place or converted it carries on, and a state without
+ * the section (an older 2.0 writer's) reads as no VMs. */
+UNIT_TEST("/handoff/vms", test_vms)
+{
+	HandoffShape shape = shape_of(4, 2), bigger = shape_of(4, 2), small = shape_of(4, 2);
+	static const uint8_t big[65];
+	g_autoptr(HandoffState) s = NULL, u = NULL, v = NULL, w = NULL, x = NULL, y = NULL;
+	g_autoptr(GByteArray) img = g_byte_array_new();
+	HandoffSection *dir, *e = NULL;
+	HandoffCopy *copy;
+	GBytes *none = NULL;
+	Drops drops = { 0 };
+	bool converted;
+	int fd;
+
+	shape.vms_bytes = 64;
+	bigger.vms_bytes = 4096;
+	small.vms_bytes = 0;
+	g_assert_cmpint(handoff_state_new(&shape, 1, &s), ==, 0);
+	assert_vms(handoff_state_fd(s), &shape, NULL);
+	g_assert_cmpint(handoff_state_vms_write(s, "first", 5), ==, 0);
+	assert_vms(handoff_state_fd(s), &shape, "first");
+	g_assert_cmpint(handoff_state_vms_write(s, "second", 6), ==, 0);
+	assert_vms(handoff_state_fd(s), &shape, "second");
+	/* Past the room: refused, and the current copy stays. */
+	g_assert_cmpint(handoff_state_vms_write(s, big, sizeof(big)), ==, -ENOSPC);
+	assert_vms(handoff_state_fd(s), &shape, "second");
+	g_assert_cmpint(handoff_state_vms_write(s, "third!", 6), ==, 0);
+	/* Of another port: refused, as handoff_state_adopt() refuses it. */
+	g_assert_cmpint(handoff_state_vms_peek(handoff_state_fd(s), "simA", 2, &none, NULL), ==,
+			-EPROTO);
+	g_assert_null(none);
+
+	/* A rewrite cut short: the copy being written has sequence 0 until
+	 * it is whole, so the other one is read. */
+	state_bytes(s, img);
+	dir = (HandoffSection *)(void *)(img->data + HANDOFF_HEADER_SIZE);
+	for (uint32_t i = 0; i < ((HandoffHeader *)(void *)img->data)->n_sections; i++)
+		if (dir[i].type == HANDOFF_SECTION_VMS)
+			e = &dir[i];
+	g_assert_nonnull(e);
+	g_assert_cmpuint(e->n_records, ==, 2);
+	g_assert_cmpuint(e->record_size, ==, sizeof(HandoffCopy) + 64);
+	for (uint32_t i = 0; i < 2; i++) {
+		copy = (HandoffCopy *)(void *)(img->data + e->offset + (size_t)i * e->record_size);
+		if (memcmp(copy->bytes, "third!", 6) == 0) {
+			copy->sequence = 0;
+			memcpy(copy->bytes, "thXXX", 5);
+		}
+	}
+	fd = memfd_with(img->data, img->len, img->len);
+	assert_vms(fd, &shape, "second");
+	close(fd);
+	/* A copy whose length does not fit its record is not read. */
+	for (uint32_t i = 0; i < 2; i++) {
+		copy = (HandoffCopy *)(void *)(img->data + e->offset + (size_t)i * e->record_size);
+		if (memcmp(copy->bytes, "second", 6) == 0)
+			copy->length = e->record_size;
+	}
+	fd = memfd_with(img->data, img->len, img->len);
+	assert_vms(fd, &shape, NULL);
+	close(fd);
+
+	/* A sequence at the end of its range (no writer gets there): the
+	 * taker numbers it anew, and its writes count. */
+	for (uint32_t i = 0; i < 2; i++) {
+		copy = (HandoffCopy *)(void *)(img->data + e->offset + (size_t)i * e->record_size);
+		copy->length = 6;
+		copy->sequence = i ? UINT64_MAX : UINT64_MAX - 1;
+		memcpy(copy->bytes, i ? "max..." : "max-1.", 6);
+	}
+	fd = memfd_with(img->data, img->len, img->len);
+	assert_vms(fd, &shape, "max...");
+	g_assert_cmpint(handoff_state_adopt(fd, &shape, NULL, NULL, &y, &converted, NULL), ==, 0);
+	g_assert_false(converted);
+	assert_vms(fd, &shape, "max...");
+	g_assert_cmpint(handoff_state_vms_write(y, "after", 5), ==, 0);
+	assert_vms(fd, &shape, "after");
+	close(fd);
+
+	/* In place: the next process reads and writes on. */
+	g_assert_cmpint(handoff_state_adopt(handoff_state_fd(s), &shape, NULL, NULL, &u, &converted,
+					    NULL),
+			==, 0);
+	g_assert_false(converted);
+	g_assert_cmpint(handoff_state_vms_write(u, "fourth", 6), ==, 0);
+	assert_vms(handoff_state_fd(s), &shape, "fourth");
+	/* Another --max-vms: converted, the current copy carried over. */
+	g_assert_cmpint(handoff_state_adopt(handoff_state_fd(s), &bigger, on_dropped, &drops, &v,
+					    &converted, NULL),
+			==, 0);
+	g_assert_true(converted);
+	g_assert_cmpuint(drops.n, ==, 0);
+	assert_vms(handoff_state_fd(v), &bigger, "fourth");
+	g_assert_cmpint(handoff_state_vms_write(v, "fifth", 5), ==, 0);
+	assert_vms(handoff_state_fd(v), &bigger, "fifth");
+	/* A room too small for it: dropped, with a reason, and the rest stays. */
+	g_assert_cmpint(handoff_state_adopt(handoff_state_fd(s), &small, on_dropped, &drops, &w,
+					    &converted, NULL),
+			==, 0);
+	g_assert_cmpuint(drops.n, ==, 1);
+	g_assert_nonnull(strstr(drops.last, "the VMs' state"));
+	assert_vms(handoff_state_fd(w), &small, NULL);
+
+	/* A 2.0 state written before the section existed: an unknown type
+	 * where it was. No VMs, and the rest converted. */
+	state_bytes(s, img);
+	dir = (HandoffSection *)(void *)(img->data + HANDOFF_HEADER_SIZE);
+	for (uint32_t i = 0; i < ((HandoffHeader *)(void *)img->data)->n_sections; i++)
+		if (dir[i].type == HANDOFF_SECTION_VMS)
+			dir[i].type = 0x7777;
+	fd = memfd_with(img->data, img->len, img->len);
+	assert_vms(fd, &shape, NULL);
+	g_assert_cmpint(handoff_state_adopt(fd, &shape, NULL, NULL, &x, &converted, NULL), ==, 0);
+	g_assert_true(converted);
+	assert_vms(handoff_state_fd(x), &shape, NULL);
+	close(fd);
+}
+
 /* The caller keeps its fd whatever the answer (one owner per fd), and
  * each refusal has its own code. */
 UNIT_TEST("/handoff/refused", test_refused)

@@ -237,6 +237,7 @@ typedef struct RelayVms {
 	VmTable *table;	     /* not owned; outlives the relay */
 	VmGidPolicy policy;  /* for the shared socket */
 	uint32_t max_clients; /* connections per VM */
+	uint32_t state_room;  /* bytes the VMs' state may take in the hand-off state */
 	RelayVmOfFn vm_of;
 	void *userdata;
 } RelayVms;

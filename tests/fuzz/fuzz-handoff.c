@@ -4,9 +4,11 @@
  * bug) left in the "state" and "sessions" memfds, the successor must take
  * over what holds up and drop the rest, never crash: a reader that crashes
  * on its own state crash-loops every restart. Both memfds go through the
- * daemon's own path (handoff_state_adopt(), then handoff_sessions_adopt()),
- * whichever format they claim (this one, another minor, 0.1.0's raw
- * layout), and what comes out must be consistent.
+ * daemon's own path (handoff_state_vms_peek(), handoff_state_adopt(), then
+ * handoff_sessions_adopt()), whichever format they claim (this one,
+ * another minor, 0.1.0's raw layout), and what comes out must be
+ * consistent: the VMs' state taken over is the one peeked, and is
+ * written on from.
  *
  * Input: two little-endian u32, the state memfd's size and the sessions
  * memfd's (each capped at 4 MiB), then chunks that write into them: a u8
@@ -90,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint32_t timeouts[SESSION_TIMER_COUNT] = { 0, 30000, 10000, 10000 };
 	HandoffShape shape = { .dev = "simA", .port = 1, .n_clients = 8, .max_gids = 2,
-			       .n_owed = 16 };
+			       .n_owed = 16, .vms_bytes = 1024 };
+	g_autoptr(GBytes) vms = NULL;
 	g_autoptr(GArray) owed = g_array_new(FALSE, FALSE, sizeof(uint32_t));
 	HandoffState *s = NULL;
 	SessionTable *t = NULL;
@@ -108,10 +111,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fds[1] = sessions_fd = memfd_sized(sizes[1]);
 	write_chunks(data + 8, size - 8, fds, sizes);
 
+	(void)handoff_state_vms_peek(state_fd, shape.dev, shape.port, &vms, NULL);
+	if (vms && g_bytes_get_size(vms) > HANDOFF_VMS_MAX_BYTES)
+		abort();
 	if (handoff_state_adopt(state_fd, &shape, item_dropped, &drops, &s, &converted, NULL) == 0) {
 		SessionFileOwner fo = { "simA", 1, handoff_state_pair_id(s) };
 		const uint64_t *k = handoff_state_counters(s);
+		g_autoptr(GBytes) kept = NULL, next = NULL;
 		uint64_t sum = 0;
+
+		/* The VMs' state taken over is the one peeked (unless it did
+		 * not fit this shape's room), and a write goes on from it. */
+		if (handoff_state_vms_peek(handoff_state_fd(s), shape.dev, shape.port, &kept,
+					   NULL) < 0)
+			abort();
+		if (kept && (!vms || !g_bytes_equal(kept, vms)))
+			abort();
+		if (!kept && vms && g_bytes_get_size(vms) <= shape.vms_bytes)
+			abort();
+		if (handoff_state_vms_write(s, "next", 4) < 0 ||
+		    handoff_state_vms_peek(handoff_state_fd(s), shape.dev, shape.port, &next,
+					   NULL) < 0 ||
+		    !next || g_bytes_get_size(next) != 4)
+			abort();
 
 		/* Every slot taken over holds up. */
 		for (uint32_t i = 0; i < handoff_state_slot_count(s); i++) {
