@@ -60,7 +60,7 @@ int listener_perms_parse(const char *mode, const char *group, mode_t default_mod
 		else
 			return listener_fail(why, -ENOENT, "no such group '%s' (%s)", group, what);
 	}
-	*ret = (ListenerPerms){ .mode = (mode_t)m, .gid = gid, .group = group };
+	*ret = (ListenerPerms){ .mode = (mode_t)m, .uid = (uid_t)-1, .gid = gid, .group = group };
 	return 0;
 }
 
@@ -120,14 +120,20 @@ int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, boo
 		return listener_fail(why, r, "cannot bind %s: %s", path, strerror(-r));
 	}
 	*bound = true;
-	if (perms->gid != (gid_t)-1 && chown(path, (uid_t)-1, perms->gid) < 0) {
-		r = -errno;
-		return listener_fail(why, r, "cannot give %s to group %s: %s", path, perms->group,
-				     strerror(-r));
-	}
+	/* The mode first: once the file is another user's, only CAP_FOWNER
+	 * (which the units do not grant) could change it. */
 	if (chmod(path, perms->mode) < 0) {
 		r = -errno;
 		return listener_fail(why, r, "cannot chmod %s: %s", path, strerror(-r));
+	}
+	if ((perms->uid != (uid_t)-1 || perms->gid != (gid_t)-1) &&
+	    chown(path, perms->uid, perms->gid) < 0) {
+		r = -errno;
+		if (perms->uid != (uid_t)-1)
+			return listener_fail(why, r, "cannot give %s to uid %d: %s", path,
+					     (int)perms->uid, strerror(-r));
+		return listener_fail(why, r, "cannot give %s to group %s: %s", path, perms->group,
+				     strerror(-r));
 	}
 	if (listen(fd, SOMAXCONN) < 0) {
 		r = -errno;

@@ -19,9 +19,11 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-/* Mode and group of a socket file; gid (gid_t)-1 keeps the default. */
+/* Mode, owner and group of a socket file; (uid_t)-1 and (gid_t)-1 keep
+ * the default. */
 typedef struct ListenerPerms {
 	mode_t mode;
+	uid_t uid;
 	gid_t gid;
 	const char *group; /* as given, for log lines */
 } ListenerPerms;

@@ -36,6 +36,7 @@
 #include "sender-pool.h"
 #include "umad-port.h"
 #include "util.h"
+#include "vm-host.h"
 
 #define EXIT_USAGE 2
 #define EXIT_CM_OWNED 3
@@ -82,6 +83,11 @@ typedef struct Options {
 	int closing_timeout_ms;
 	int sidr_timeout_ms;
 	int wait_for_device_s;
+	char *vm_dir;
+	char *vms_dir;
+	char *gid_policy;
+	int max_vms;
+	int max_vm_clients;
 	gboolean require_port_gid;
 	gboolean no_fd_store;
 	gboolean trace;
@@ -112,6 +118,7 @@ typedef struct Daemon {
 	char umad_name[FD_STORE_NAME_MAX]; /* the umad fd's in the store, or "" */
 	sd_event_source *status_timer;
 	Relay *relay;
+	VmHost *vms;
 	GArray *allow_uids;
 	GArray *allow_gids;
 } Daemon;
@@ -128,6 +135,9 @@ static void options_clear(Options *o)
 	g_strfreev(o->allow_uids);
 	g_strfreev(o->allow_gids);
 	g_free(o->trace_pcap);
+	g_free(o->vm_dir);
+	g_free(o->vms_dir);
+	g_free(o->gid_policy);
 	g_free(o->log_level);
 	g_free(o->exe);
 	g_strfreev(o->argv);
@@ -202,6 +212,18 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "exit 4 at once)", "SECONDS" },
 		{ "require-port-gid", 0, 0, G_OPTION_ARG_NONE, &o->require_port_gid,
 		  "Refuse REG of a GID the port does not have", NULL },
+		{ "gid-policy", 0, 0, G_OPTION_ARG_STRING, &o->gid_policy,
+		  "Who may register a GID no VM is assigned, through the shared socket: open "
+		  "(anyone, the default) or assigned (nobody)", "POLICY" },
+		{ "vm-dir", 0, 0, G_OPTION_ARG_FILENAME, &o->vm_dir,
+		  "Where the VMs' sockets go, NAME.sock (default: the socket's path + .vm)", "DIR" },
+		{ "vms-dir", 0, 0, G_OPTION_ARG_FILENAME, &o->vms_dir,
+		  "Static VM assignments, NAME.conf each (default " RDMACM_MUX_VMS_DIR "; empty: "
+		  "none)", "DIR" },
+		{ "max-vms", 0, 0, G_OPTION_ARG_INT, &o->max_vms, "Most VMs at once (default 256)",
+		  "N" },
+		{ "max-vm-clients", 0, 0, G_OPTION_ARG_INT, &o->max_vm_clients,
+		  "Most connections on one VM's socket at once (default 4)", "N" },
 		{ "no-fd-store", 0, 0, G_OPTION_ARG_NONE, &o->no_fd_store,
 		  "Do not keep clients and state in the service manager's fd store (a restart "
 		  "then disconnects every client)", NULL },
@@ -236,6 +258,8 @@ static int parse_options(int argc, char **argv, Options *o)
 	o->handshake_timeout_ms = 120000;
 	o->closing_timeout_ms = 150000;
 	o->sidr_timeout_ms = 60000;
+	o->max_vms = VM_HOST_MAX_VMS;
+	o->max_vm_clients = VM_HOST_MAX_VM_CLIENTS;
 
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
@@ -282,11 +306,22 @@ static int parse_options(int argc, char **argv, Options *o)
 		{ "--closing-timeout", o->closing_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--sidr-timeout", o->sidr_timeout_ms, 1, 24 * 3600 * 1000 },
 		{ "--wait-for-device", o->wait_for_device_s, 0, 3600 },
+		{ "--max-vms", o->max_vms, 0, 1024 },
+		{ "--max-vm-clients", o->max_vm_clients, 1, 64 },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
 		if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
 			fprintf(stderr, "rdmacm-mux: %s must be %d..%d, not %d\n", ranges[i].name,
 				ranges[i].min, ranges[i].max, ranges[i].value);
+			return -EINVAL;
+		}
+	}
+	if (o->gid_policy) {
+		VmGidPolicy p;
+
+		if (vm_gid_policy_from_string(o->gid_policy, &p) < 0) {
+			fprintf(stderr, "rdmacm-mux: --gid-policy must be open or assigned, not '%s'\n",
+				o->gid_policy);
 			return -EINVAL;
 		}
 	}
@@ -352,7 +387,7 @@ static bool is_stored_fd_name(const char *name)
 	return strcmp(name, FD_STORE_STATE) == 0 || strcmp(name, FD_STORE_SESSIONS) == 0 ||
 	       strcmp(name, FD_STORE_STATE_ALT) == 0 ||
 	       strcmp(name, FD_STORE_SESSIONS_ALT) == 0 || fd_store_parse_client_name(name, &id) ||
-	       fd_store_parse_umad_name(name, &port, &agent, &dev);
+	       fd_store_parse_umad_name(name, &port, &agent, &dev) || vm_host_is_stored_name(name);
 }
 
 /* What systemd (or this process before a re-execution) passed: the
@@ -506,6 +541,41 @@ static void handoff_setup(Daemon *d)
 	(void)relay_handoff_start(d->relay, &fds);
 }
 
+/* The VMs: their assignments and sockets, before any client is served. */
+static int vms_setup(Daemon *d)
+{
+	g_autofree char *vm_dir = d->opt.vm_dir ? g_strdup(d->opt.vm_dir)
+						: g_strdup_printf("%s.vm", d->socket_path);
+	const char *conf = d->opt.vms_dir ? d->opt.vms_dir : RDMACM_MUX_VMS_DIR;
+	VmHostConfig cfg = {
+		.vm_dir = vm_dir,
+		.conf_dir = *conf ? conf : NULL,
+		.max_vms = (uint32_t)d->opt.max_vms,
+		.max_clients_per_vm = (uint32_t)d->opt.max_vm_clients,
+		.policy = VM_GID_POLICY_OPEN,
+		.default_group = (gid_t)-1,
+		.allow = { .uids = d->allow_uids, .gids = d->allow_gids },
+		.retry_ms = LISTENER_RETRY_MS,
+	};
+	gpointer state, state_alt;
+	RelayHandoffFds peek = { -1, -1, -1, -1, NULL };
+	g_autoptr(GBytes) kept = NULL;
+	ListenerPerms perms;
+
+	if (d->opt.gid_policy)
+		(void)vm_gid_policy_from_string(d->opt.gid_policy, &cfg.policy); /* checked */
+	/* The VMs' sockets get the main socket's group unless they name one. */
+	if (d->opt.group && listener_perms_parse(NULL, d->opt.group, 0660, "--group", &perms, NULL) == 0)
+		cfg.default_group = perms.gid;
+	/* The VMs' state rides in the relay's, which handoff_setup() takes. */
+	if (g_hash_table_lookup_extended(d->stored, FD_STORE_STATE, NULL, &state))
+		peek.state = GPOINTER_TO_INT(state);
+	if (g_hash_table_lookup_extended(d->stored, FD_STORE_STATE_ALT, NULL, &state_alt))
+		peek.state_alt = GPOINTER_TO_INT(state_alt);
+	kept = relay_handoff_peek_vms(d->relay, &peek);
+	return vm_host_new(d->event, d->relay, &cfg, d->stored, kept, &d->vms);
+}
+
 typedef struct ReexecFds {
 	GPtrArray *names;
 	GArray *fds;
@@ -567,6 +637,7 @@ static void daemon_reexec(Daemon *d)
 			reexec_add(&x, name, port->fd);
 	}
 	relay_handoff_export(d->relay, reexec_add, &x);
+	vm_host_export(d->vms, reexec_add, &x);
 	g_ptr_array_add(names, NULL);
 	joined = g_strjoinv(":", (char **)names->pdata);
 	log_info("re-executing %s with %u fds (the sockets, %s)", d->opt.exe, fds->len,
@@ -617,6 +688,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 		/* The answers to MADs still being written go out with the rest. */
 		relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 		relay_handoff_prepare(d->relay, HANDOFF_FLUSH_MS);
+		vm_host_handoff(d->vms);
 		log_info("stopping: the clients, their GIDs and sessions stay in the fd store "
 			 "for the next start");
 	}
@@ -677,7 +749,9 @@ static void daemon_clear(Daemon *d)
 	if (d->pcap && d->relay)
 		relay_remove_event_sink(d->relay, pcap_writer_sink, d->pcap);
 	pcap_writer_free(d->pcap);
+	/* The relay's clients point into the VMs' table: the relay first. */
 	relay_free(d->relay);
+	vm_host_free(d->vms);
 	if (d->listen_fd >= 0)
 		close(d->listen_fd);
 	if (d->control_fd >= 0)
@@ -718,8 +792,10 @@ static void raise_fd_limit(void)
 /*
  * Every client holds an fd; so do stdio, the umad port, each sender
  * process's socket, the two listening sockets, the control connections,
- * the event loop and the pcap file. A --max-clients that the fd limit
- * cannot hold would end in EMFILE for everyone: clamp it, and say so.
+ * the event loop and the pcap file; and each VM's listening socket, out of
+ * the clients' room. A --max-clients that the fd limit cannot hold would
+ * end in EMFILE for everyone: clamp it, and say so. --max-vms gives way
+ * first, to an eighth of the room: a VM without clients is no use.
  */
 static void clamp_max_clients(Options *o)
 {
@@ -730,6 +806,15 @@ static void clamp_max_clients(Options *o)
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return;
 	room = rl.rlim_cur > reserve + 1 ? rl.rlim_cur - reserve : 1;
+	if ((uint64_t)o->max_clients + (uint64_t)o->max_vms > room &&
+	    (uint64_t)o->max_vms > room / 8) {
+		log_warning("--max-vms %d does not fit the fd limit (RLIMIT_NOFILE %llu) beside the "
+			    "clients: serving at most %llu VMs",
+			    o->max_vms, (unsigned long long)rl.rlim_cur,
+			    (unsigned long long)(room / 8));
+		o->max_vms = (int)(room / 8);
+	}
+	room -= MIN(room - 1, (uint64_t)o->max_vms);
 	if ((uint64_t)o->max_clients <= room)
 		return;
 	log_warning("--max-clients %d does not fit the fd limit (RLIMIT_NOFILE %llu, of which "
@@ -808,7 +893,13 @@ static int run(Daemon *d)
 	r = listener_setup(d);
 	if (r < 0)
 		return EXIT_FAILURE;
+	r = vms_setup(d);
+	if (r < 0)
+		return EXIT_FAILURE;
 	handoff_setup(d);
+	/* What the predecessor's clients held is held again under this
+	 * process's assignments and policy. */
+	relay_vms_changed(d->relay);
 	if (d->control_fd >= 0) {
 		ControlConfig ccfg;
 

@@ -82,6 +82,8 @@ UNIT_TEST("/listener/perms-parse", test_perms_parse)
 	g_assert_cmpint(listener_perms_parse(NULL, NULL, 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.mode, ==, 0660);
 	g_assert_cmpuint(p.gid, ==, (gid_t)-1);
+	/* The owner stays the daemon's unless a caller sets one. */
+	g_assert_cmpuint(p.uid, ==, (uid_t)-1);
 	g_assert_cmpint(listener_perms_parse("0600", "", 0660, "--mode", &p, NULL), ==, 0);
 	g_assert_cmpuint(p.mode, ==, 0600);
 	g_assert_cmpuint(p.gid, ==, (gid_t)-1);
@@ -149,6 +151,21 @@ static void test_bind(Dir *d, gconstpointer data)
 	c = connect_to(path);
 	g_assert_cmpint(c, >=, 0);
 	close(c);
+
+	/* An owner (a VM's socket): the file is the user's. Root only. */
+	if (geteuid() == 0) {
+		g_autofree char *owned = g_build_filename(d->path, "owned", NULL);
+		int ofd = -1;
+
+		p.uid = 65534;
+		bound = false;
+		g_assert_cmpint(listener_bind(owned, &p, &ofd, &bound, NULL), ==, 0);
+		g_assert_cmpint(stat(owned, &st), ==, 0);
+		g_assert_cmpuint(st.st_uid, ==, 65534);
+		g_assert_cmpuint(st.st_mode & 0777, ==, 0640);
+		close(ofd);
+		p.uid = (uid_t)-1;
+	}
 
 	/* A second daemon on the same path refuses and leaves ours alone. */
 	bound = false;

@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Owns the VMs' sockets and the VMs' life (vm-host.h): binding, taking
+ * over and removing each VM's listening socket, which VM a connection is
+ * (from the socket it came in on), the vms.d files, the live add/set/del,
+ * and keeping the state where a successor finds it.
+ */
+#include "vm-host.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "handoff-fd-store.h"
+#include "log.h"
+#include "util.h"
+#include "vm-state.h"
+
+#define VM_HOST_SAVE_USEC (10 * 1000000u)
+
+typedef struct VmSocket {
+	VmHost *host;
+	char *name; /* the VM's */
+	char *path; /* where it is bound (the address its connections carry) */
+	int fd;
+	Listener *listener;
+} VmSocket;
+
+struct VmHost {
+	sd_event *event;
+	Relay *relay;
+	VmHostConfig cfg;
+	char *vm_dir;
+	char *conf_dir;
+	VmTable *table;
+	GHashTable *sockets; /* VM name -> VmSocket* (owned) */
+	GHashTable *by_path; /* socket path -> VmSocket* */
+	uint64_t sequence;
+	GBytes *state_bytes; /* the VMs' state last kept */
+	sd_event_source *save_timer;
+	bool keep_files; /* a hand-off: the successor serves the same files */
+};
+
+bool vm_host_is_stored_name(const char *name)
+{
+	return g_str_has_prefix(name, VM_HOST_STORE_PREFIX) &&
+	       vm_name_valid(name + strlen(VM_HOST_STORE_PREFIX));
+}
+
+VmTable *vm_host_table(const VmHost *h)
+{
+	return h->table;
+}
+
+VmGidPolicy vm_host_policy(const VmHost *h)
+{
+	return h->cfg.policy;
+}
+
+const char *vm_host_dir(const VmHost *h)
+{
+	return h->vm_dir;
+}
+
+const char *vm_host_socket(const VmHost *h, const VmEntry *vm)
+{
+	VmSocket *s = g_hash_table_lookup(h->sockets, vm->spec.name);
+
+	return s ? s->path : NULL;
+}
+
+/* ---- the state ---- */
+
+/* Whether two states differ in nothing but their sequence (bytes 24..31). */
+static bool vm_host_same_state(GBytes *a, GBytes *b)
+{
+	size_t n, m;
+	const uint8_t *x = g_bytes_get_data(a, &n), *y = g_bytes_get_data(b, &m);
+
+	return n == m && n >= 32 && memcmp(x, y, 24) == 0 && memcmp(x + 32, y + 32, n - 32) == 0;
+}
+
+/* Keep the state as it is now, if it changed, in the hand-off state
+ * (none kept without the fd store, until a re-execution asks). */
+static void vm_host_save(VmHost *h)
+{
+	g_autoptr(GBytes) bytes = vm_state_write(h->table, h->sequence + 1, PACKAGE_VERSION);
+	const void *data;
+	size_t len;
+	int e;
+
+	if (h->state_bytes && vm_host_same_state(h->state_bytes, bytes))
+		return;
+	data = g_bytes_get_data(bytes, &len);
+	e = relay_handoff_write_vms(h->relay, data, len);
+	if (e == -ENODEV)
+		return;
+	if (e < 0) {
+		log_ratelimited(LOG_WARNING, NULL,
+				"cannot keep the VMs' state (%zu bytes) for a restart: %s", len,
+				strerror(-e));
+		return;
+	}
+	h->sequence++;
+	if (h->state_bytes)
+		g_bytes_unref(h->state_bytes);
+	h->state_bytes = g_steal_pointer(&bytes);
+}
+
+static int vm_host_on_save_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	VmHost *h = userdata;
+
+	vm_host_save(h);
+	(void)sd_event_source_set_time(s, usec + VM_HOST_SAVE_USEC);
+	(void)sd_event_source_set_enabled(s, SD_EVENT_ON);
+	return 0;
+}
+
+/* The VMs of the state the previous process kept (@bytes, may be NULL). */
+static void vm_host_adopt_state(VmHost *h, GBytes *bytes)
+{
+	g_autoptr(GString) err = g_string_new(NULL);
+	g_autoptr(VmState) s = NULL;
+	const uint8_t *data;
+	size_t len;
+
+	if (!bytes)
+		return;
+	data = g_bytes_get_data(bytes, &len);
+	if (vm_state_read(data, len, &s, err) < 0) {
+		log_warning("ignoring the VMs' state the previous process kept: %s", err->str);
+		return;
+	}
+	h->sequence = s->sequence;
+	for (guint i = 0; i < s->dropped->len; i++)
+		log_warning("the VMs' state (written by %s): %s", s->writer,
+			    (const char *)s->dropped->pdata[i]);
+	*vm_table_unassigned(h->table) = s->unassigned;
+	for (guint i = 0; i < s->vms->len; i++) {
+		VmStateVm *v = &g_array_index(s->vms, VmStateVm, i);
+		VmEntry *vm;
+
+		g_string_truncate(err, 0);
+		if (vm_table_add(h->table, &v->spec, v->source, err, &vm) < 0) {
+			log_warning("the VMs' state: VM %s dropped: %s", v->spec.name, err->str);
+			continue;
+		}
+		vm->counters = v->counters;
+	}
+	log_info("took over %u VMs from the previous process (state %" G_GUINT64_FORMAT
+		 " written by %s)",
+		 vm_table_count(h->table), s->sequence, s->writer);
+}
+
+/* ---- sockets ---- */
+
+static void vm_socket_free(gpointer p)
+{
+	VmSocket *s = p;
+
+	listener_free(s->listener);
+	if (s->fd >= 0)
+		close(s->fd);
+	g_free(s->name);
+	g_free(s->path);
+	g_free(s);
+}
+
+static void vm_host_on_accept(int fd, const struct ucred *cred, void *userdata)
+{
+	VmSocket *s = userdata;
+
+	(void)cred;
+	/* The relay learns the VM from the socket (vm_host_vm_of()); a
+	 * refusal is logged and counted there. */
+	if (relay_add_client(s->host->relay, fd) == 0)
+		log_debug("a connection for VM %s", s->name);
+}
+
+/* Serve @fd (taken over) as @name's socket at @path. */
+static int vm_host_serve(VmHost *h, const char *name, const char *path, int fd)
+{
+	VmSocket *s = g_new0(VmSocket, 1);
+	g_autofree char *what = g_strdup_printf("VM %s", name);
+	int r;
+
+	s->host = h;
+	s->name = g_strdup(name);
+	s->path = g_strdup(path);
+	s->fd = fd;
+	r = listener_new(h->event, fd, what, &h->cfg.allow, h->cfg.retry_ms, vm_host_on_accept, s,
+			 &s->listener);
+	if (r < 0) {
+		vm_socket_free(s);
+		return r;
+	}
+	g_hash_table_replace(h->sockets, s->name, s);
+	g_hash_table_replace(h->by_path, s->path, s);
+	return 0;
+}
+
+static void vm_host_perms(const VmHost *h, const VmSpec *spec, ListenerPerms *ret)
+{
+	*ret = (ListenerPerms){
+		.mode = spec->mode != VM_ID_NONE ? (mode_t)spec->mode : 0660,
+		.uid = spec->owner != VM_ID_NONE ? (uid_t)spec->owner : (uid_t)-1,
+		.gid = spec->group != VM_ID_NONE ? (gid_t)spec->group : h->cfg.default_group,
+		.group = "the VM's group",
+	};
+}
+
+/* The VMs' directory: searchable by all (QEMU runs as another user), and
+ * writable by the daemon alone, whatever the umask. */
+static int vm_host_make_dir(const VmHost *h)
+{
+	struct stat st;
+
+	if (stat(h->vm_dir, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (g_mkdir_with_parents(h->vm_dir, 0755) < 0 || chmod(h->vm_dir, 0755) < 0) {
+		int r = -errno;
+
+		log_error("cannot make the VMs' socket directory %s: %s", h->vm_dir, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+/* Bind @vm's socket. Return: 0, or a negative errno (logged; with why in
+ * @msg when given). */
+static int vm_host_bind(VmHost *h, const VmEntry *vm, GString *msg)
+{
+	g_autofree char *path = g_strdup_printf("%s/%s.sock", h->vm_dir, vm->spec.name);
+	struct sockaddr_un sa;
+	g_autofree char *why = NULL;
+	ListenerPerms perms;
+	bool bound = false;
+	char store[64];
+	int fd = -1, r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		if (msg)
+			g_string_append_printf(msg, "its socket path %s is too long (%zu bytes, the "
+						    "limit is %zu): use a shorter name or --vm-dir",
+					       path, strlen(path), sizeof(sa.sun_path) - 1);
+		log_error("VM %s: its socket path %s is too long", vm->spec.name, path);
+		return -ENAMETOOLONG;
+	}
+	r = vm_host_make_dir(h);
+	if (r < 0) {
+		if (msg)
+			g_string_append_printf(msg, "cannot make %s: %s", h->vm_dir, strerror(-r));
+		return r;
+	}
+	vm_host_perms(h, &vm->spec, &perms);
+	r = listener_bind(path, &perms, &fd, &bound, &why);
+	if (r < 0) {
+		if (bound)
+			(void)unlink(path);
+		log_error("VM %s: %s", vm->spec.name, why);
+		if (msg)
+			g_string_append(msg, why);
+		return r;
+	}
+	r = vm_host_serve(h, vm->spec.name, path, fd);
+	if (r < 0) {
+		(void)unlink(path);
+		if (msg)
+			g_string_append_printf(msg, "cannot serve %s: %s", path, strerror(-r));
+		return r;
+	}
+	snprintf(store, sizeof(store), VM_HOST_STORE_PREFIX "%s", vm->spec.name);
+	(void)fd_store_put(store, fd);
+	log_info("VM %s: serving %s (mode %04o)", vm->spec.name, path, (unsigned)perms.mode);
+	return 0;
+}
+
+/* Stop serving @name's socket, out of the store; its file goes. */
+static void vm_host_unbind(VmHost *h, const char *name)
+{
+	VmSocket *s = g_hash_table_lookup(h->sockets, name);
+	char store[64];
+
+	if (!s)
+		return;
+	snprintf(store, sizeof(store), VM_HOST_STORE_PREFIX "%s", name);
+	fd_store_remove(store);
+	(void)unlink(s->path);
+	g_hash_table_remove(h->by_path, s->path);
+	g_hash_table_remove(h->sockets, name);
+}
+
+/* The address a socket is bound to, or NULL. */
+static char *vm_socket_address(int fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof(sa);
+	size_t n;
+
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || sa.sun_family != AF_UNIX ||
+	    len <= offsetof(struct sockaddr_un, sun_path) || sa.sun_path[0] == '\0')
+		return NULL;
+	n = MIN(len - offsetof(struct sockaddr_un, sun_path), sizeof(sa.sun_path));
+	return g_strndup(sa.sun_path, n);
+}
+
+/* Whether @path is a socket of our VM directory. */
+static bool vm_host_in_dir(const VmHost *h, const char *path)
+{
+	size_t n = strlen(h->vm_dir);
+
+	return strncmp(path, h->vm_dir, n) == 0 && path[n] == '/';
+}
+
+/* RelayVmOfFn: the VM whose socket @fd was accepted on. */
+static int vm_host_vm_of(void *userdata, int fd, VmEntry **ret)
+{
+	VmHost *h = userdata;
+	g_autofree char *path = vm_socket_address(fd);
+	VmSocket *s = path ? g_hash_table_lookup(h->by_path, path) : NULL;
+
+	*ret = NULL;
+	if (s) {
+		*ret = vm_table_find(h->table, s->name);
+		return *ret ? 0 : -ENOENT;
+	}
+	/* A socket of ours that no VM has any more: its VM was removed. */
+	if (path && vm_host_in_dir(h, path))
+		return -ENOENT;
+	return 0;
+}
+
+/* The listening sockets a predecessor left (name -> fd, taken over). */
+static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
+{
+	GHashTableIter it;
+	gpointer key, value;
+
+	g_hash_table_iter_init(&it, fds);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		const char *name = (const char *)key + strlen(VM_HOST_STORE_PREFIX);
+		int fd = GPOINTER_TO_INT(value);
+		g_autofree char *path = vm_socket_address(fd);
+		VmEntry *vm = vm_table_find(h->table, name);
+
+		if (!vm || !path || sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			/* Not a VM any more (removed while we were down, its
+			 * state lost), or not a socket at all. */
+			if (path && vm_host_in_dir(h, path) && !vm)
+				(void)unlink(path);
+			fd_store_remove(key);
+			close(fd);
+			if (!vm)
+				log_info("VM %s is no more: its socket %s goes", name,
+					 path ? path : "(unbound)");
+			else
+				log_warning("VM %s: what the fd store kept is not its listening "
+					    "socket; binding a new one",
+					    name);
+			continue;
+		}
+		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+		if (vm_host_serve(h, name, path, fd) < 0) {
+			fd_store_remove(key);
+			close(fd);
+			continue;
+		}
+		if (!vm_host_in_dir(h, path))
+			log_notice("VM %s keeps its socket %s, outside --vm-dir %s, until it is "
+				   "removed",
+				   name, path, h->vm_dir);
+	}
+	g_hash_table_remove_all(fds);
+}
+
+/* ---- vms.d ---- */
+
+static int vm_host_resolve(const char *name, bool group, uint32_t *ret)
+{
+	if (group) {
+		struct group *g = getgrnam(name);
+
+		if (!g)
+			return -ENOENT;
+		*ret = g->gr_gid;
+	} else {
+		struct passwd *p = getpwnam(name);
+
+		if (!p)
+			return -ENOENT;
+		*ret = p->pw_uid;
+	}
+	return 0;
+}
+
+/* Read @path (at most VM_CONF_MAX_BYTES + 1 bytes, to notice more). */
+static int vm_host_read_file(const char *path, char **ret, size_t *ret_len)
+{
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	g_autofree char *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	buf = g_malloc(VM_CONF_MAX_BYTES + 2);
+	while (len < VM_CONF_MAX_BYTES + 1) {
+		ssize_t n = read(fd, buf + len, VM_CONF_MAX_BYTES + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*ret = g_steal_pointer(&buf);
+	*ret_len = len;
+	return 0;
+}
+
+/* One vms.d file: the VM it defines, added or replaced; a file that does
+ * not hold up changes nothing. Return: whether the VM is (still) the file's. */
+static bool vm_host_load_file(VmHost *h, const char *file, const char *name)
+{
+	g_autofree char *path = g_build_filename(h->conf_dir, file, NULL);
+	g_autoptr(GString) err = g_string_new(NULL);
+	g_autofree char *text = NULL;
+	VmEntry *vm = vm_table_find(h->table, name);
+	size_t len = 0;
+	VmSpec spec;
+	int r = vm_host_read_file(path, &text, &len);
+
+	if (r < 0) {
+		log_error("%s: cannot read it: %s; VM %s %s", path, strerror(-r), name,
+			  vm ? "stays as it was" : "is not added");
+		return vm && vm->source;
+	}
+	if (vm_spec_parse_conf(name, text, len, vm_host_resolve, &spec, err) < 0) {
+		log_error("%s: %s; VM %s %s", path, err->str, name,
+			  vm ? "stays as it was" : "is not added");
+		return vm && vm->source;
+	}
+	if (vm) {
+		if (!vm->source)
+			log_warning("%s defines VM %s, which was added through rdmacm-muxctl: the file "
+				    "wins",
+				    path, name);
+		r = vm_table_replace(h->table, vm, &spec, path, err);
+	} else {
+		r = vm_table_add(h->table, &spec, path, err, &vm);
+	}
+	if (r < 0) {
+		log_error("%s: %s; VM %s %s", path, err->str, name,
+			  vm ? "stays as it was" : "is not added");
+		return vm && vm->source;
+	}
+	return true;
+}
+
+static gint vm_str_cmp(gconstpointer a, gconstpointer b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every NAME.conf of the vms.d directory, in name order; the VMs that
+ * came from files that are gone (or from a directory no longer read) go
+ * too. */
+static void vm_host_load_conf_dir(VmHost *h)
+{
+	g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GHashTable) kept = g_hash_table_new(g_direct_hash, g_direct_equal);
+	g_autoptr(GPtrArray) list = NULL;
+	DIR *dir = NULL;
+	struct dirent *e;
+
+	if (h->conf_dir)
+		dir = opendir(h->conf_dir);
+	if (h->conf_dir && !dir && errno != ENOENT)
+		log_warning("cannot read %s: %s; no VM comes from there", h->conf_dir,
+			    strerror(errno));
+	while (dir && (e = readdir(dir)))
+		if (g_str_has_suffix(e->d_name, ".conf") && e->d_name[0] != '.')
+			g_ptr_array_add(files, g_strdup(e->d_name));
+	if (dir)
+		closedir(dir);
+	g_ptr_array_sort(files, vm_str_cmp);
+	for (guint i = 0; i < files->len; i++) {
+		const char *file = files->pdata[i];
+		g_autofree char *name = g_strndup(file, strlen(file) - strlen(".conf"));
+
+		if (!vm_name_valid(name)) {
+			log_error("%s/%s: '%s' is not a valid VM name (1..%d of A-Z a-z 0-9 _ . + -); "
+				  "ignored",
+				  h->conf_dir, file, name, VM_NAME_MAX);
+			continue;
+		}
+		if (vm_host_load_file(h, file, name))
+			g_hash_table_add(kept, vm_table_find(h->table, name));
+	}
+	/* A file that is gone takes its VM along. */
+	list = vm_table_list(h->table);
+	for (guint i = 0; i < list->len; i++) {
+		VmEntry *vm = list->pdata[i];
+
+		if (vm->source && !g_hash_table_contains(kept, vm)) {
+			log_info("VM %s is no more: %s is gone", vm->spec.name, vm->source);
+			vm_table_remove(h->table, vm);
+		}
+	}
+}
+
+/* ---- life ---- */
+
+int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTable *stored,
+		GBytes *state, VmHost **ret)
+{
+	g_autoptr(GHashTable) socket_fds = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+								  NULL);
+	g_autoptr(GPtrArray) list = NULL;
+	GHashTableIter it;
+	gpointer key, value;
+	VmHost *h = g_new0(VmHost, 1);
+	int r;
+
+	h->event = sd_event_ref(event);
+	h->relay = relay;
+	h->cfg = *cfg;
+	h->vm_dir = g_strdup(cfg->vm_dir);
+	h->conf_dir = g_strdup(cfg->conf_dir);
+	h->cfg.vm_dir = h->vm_dir;
+	h->cfg.conf_dir = h->conf_dir;
+	h->table = vm_table_new(cfg->max_vms);
+	h->sockets = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, vm_socket_free);
+	h->by_path = g_hash_table_new(g_str_hash, g_str_equal);
+
+	/* What the previous process left. */
+	g_hash_table_iter_init(&it, stored);
+	while (g_hash_table_iter_next(&it, &key, &value)) {
+		if (!vm_host_is_stored_name(key))
+			continue;
+		g_hash_table_insert(socket_fds, g_strdup(key), value);
+		g_hash_table_iter_remove(&it);
+	}
+	vm_host_adopt_state(h, state);
+	/* Files first: a file's VM may replace one the state had. */
+	vm_host_load_conf_dir(h);
+	vm_host_adopt_sockets(h, socket_fds);
+	list = vm_table_list(h->table);
+	for (guint i = 0; i < list->len; i++)
+		if (!g_hash_table_contains(h->sockets, ((VmEntry *)list->pdata[i])->spec.name) &&
+		    vm_host_bind(h, list->pdata[i], NULL) < 0)
+			log_error("VM %s has no socket: its GIDs stay reserved for it",
+				  ((VmEntry *)list->pdata[i])->spec.name);
+	relay_set_vms(relay, &(RelayVms){ .table = h->table,
+					  .policy = cfg->policy,
+					  .max_clients = cfg->max_clients_per_vm,
+					  .state_room = (uint32_t)vm_state_room(cfg->max_vms),
+					  .vm_of = vm_host_vm_of,
+					  .userdata = h });
+	/* First at once: the relay keeps its state from its start on, which
+	 * comes after this. */
+	r = sd_event_add_time_relative(event, &h->save_timer, CLOCK_MONOTONIC, 0, 1000000,
+				       vm_host_on_save_timer, h);
+	if (r < 0) {
+		log_error("cannot set up the VMs' state timer: %s", strerror(-r));
+		vm_host_free(h);
+		return r;
+	}
+	if (vm_table_count(h->table))
+		log_info("%u VMs, their sockets in %s; --gid-policy=%s", vm_table_count(h->table),
+			 h->vm_dir, vm_gid_policy_name(cfg->policy));
+	*ret = h;
+	return 0;
+}
+
+void vm_host_free(VmHost *h)
+{
+	GHashTableIter it;
+	gpointer value;
+
+	if (!h)
+		return;
+	sd_event_source_disable_unref(h->save_timer);
+	g_hash_table_iter_init(&it, h->sockets);
+	while (g_hash_table_iter_next(&it, NULL, &value))
+		if (!h->keep_files)
+			(void)unlink(((VmSocket *)value)->path);
+	g_hash_table_destroy(h->by_path);
+	g_hash_table_destroy(h->sockets);
+	vm_table_free(h->table);
+	if (h->state_bytes)
+		g_bytes_unref(h->state_bytes);
+	sd_event_unref(h->event);
+	g_free(h->vm_dir);
+	g_free(h->conf_dir);
+	g_free(h);
+}
+
+void vm_host_handoff(VmHost *h)
+{
+	if (!h)
+		return;
+	h->keep_files = true;
+	vm_host_save(h);
+}
+
+void vm_host_export(VmHost *h, RelayHandoffFdFn fn, void *userdata)
+{
+	GHashTableIter it;
+	gpointer value;
+	char name[64];
+
+	if (!h)
+		return;
+	h->keep_files = true;
+	/* Into the state relay_handoff_export() passed on. */
+	vm_host_save(h);
+	g_hash_table_iter_init(&it, h->sockets);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		VmSocket *s = value;
+
+		snprintf(name, sizeof(name), VM_HOST_STORE_PREFIX "%s", s->name);
+		fn(userdata, name, s->fd);
+	}
+}
+
+/* ---- add, set, del ---- */
+
+static void vm_host_describe(VmHost *h, const VmEntry *vm, GString *msg)
+{
+	const char *path = vm_host_socket(h, vm);
+
+	g_string_append_printf(msg, "%u GIDs, %u prefixes; socket %s", vm->spec.n_gids,
+			       vm->spec.n_prefixes, path ? path : "none");
+}
+
+int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg)
+{
+	VmEntry *vm = vm_table_find(h->table, spec->name);
+	unsigned taken;
+	int r;
+
+	if (vm && vm->source) {
+		g_string_append_printf(msg, "VM %s exists already, from %s", spec->name, vm->source);
+		return -EEXIST;
+	}
+	r = vm_spec_check(spec, msg);
+	if (r < 0)
+		return r;
+	r = vm_table_add(h->table, spec, NULL, msg, &vm);
+	if (r < 0)
+		return r;
+	r = vm_host_bind(h, vm, msg);
+	if (r < 0) {
+		vm_table_remove(h->table, vm);
+		return r;
+	}
+	taken = relay_vms_changed(h->relay);
+	vm_host_save(h);
+	log_info("VM %s added (rdmacm-muxctl): %u GIDs, %u prefixes; %u GIDs taken back from "
+		 "other clients",
+		 spec->name, spec->n_gids, spec->n_prefixes, taken);
+	g_string_append_printf(msg, "VM %s added: ", spec->name);
+	vm_host_describe(h, vm, msg);
+	if (taken)
+		g_string_append_printf(msg, "; %u GIDs taken back from clients (see the log)", taken);
+	return 0;
+}
+
+/* Refuse to change a VM its file defines: the file would undo it. */
+static int vm_host_editable(const VmEntry *vm, const char *name, GString *msg)
+{
+	if (!vm) {
+		g_string_append_printf(msg, "no VM %s", name);
+		return -ENOENT;
+	}
+	if (vm->source) {
+		g_string_append_printf(msg, "VM %s comes from %s: edit the file and restart the "
+					    "daemon (systemctl restart keeps every client)",
+				       name, vm->source);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int vm_host_set(VmHost *h, const VmSpec *edit, unsigned given, GString *msg)
+{
+	VmEntry *vm = vm_table_find(h->table, edit->name);
+	VmSocket *s;
+	VmSpec spec;
+	unsigned taken;
+	int r = vm_host_editable(vm, edit->name, msg);
+
+	if (r < 0)
+		return r;
+	spec = vm->spec;
+	vm_spec_apply(&spec, edit, given);
+	r = vm_spec_check(&spec, msg);
+	if (r < 0)
+		return r;
+	r = vm_table_replace(h->table, vm, &spec, NULL, msg);
+	if (r < 0)
+		return r;
+	s = g_hash_table_lookup(h->sockets, vm->spec.name);
+	if (s && (given & (VM_SPEC_HAS_OWNER | VM_SPEC_HAS_GROUP | VM_SPEC_HAS_MODE))) {
+		ListenerPerms perms;
+
+		vm_host_perms(h, &vm->spec, &perms);
+		/* Back to the daemon's first: the mode of another user's file
+		 * needs CAP_FOWNER, which the units do not grant. Each step
+		 * leaves the socket no more open than before or after. */
+		if (chown(s->path, geteuid(), (gid_t)-1) < 0 || chmod(s->path, perms.mode) < 0 ||
+		    chown(s->path, perms.uid, perms.gid) < 0) {
+			g_string_append_printf(msg, "cannot change %s's owner or mode: %s; ", s->path,
+					       strerror(errno));
+			log_warning("VM %s: cannot change %s's owner or mode: %s", vm->spec.name,
+				    s->path, strerror(errno));
+		}
+	}
+	taken = relay_vms_changed(h->relay);
+	vm_host_save(h);
+	log_info("VM %s changed (rdmacm-muxctl): %u GIDs, %u prefixes; %u GIDs taken back",
+		 vm->spec.name, vm->spec.n_gids, vm->spec.n_prefixes, taken);
+	g_string_append_printf(msg, "VM %s set: ", vm->spec.name);
+	vm_host_describe(h, vm, msg);
+	if (taken)
+		g_string_append_printf(msg, "; %u GIDs taken back from clients (see the log)", taken);
+	return 0;
+}
+
+int vm_host_del(VmHost *h, const char *name, GString *msg)
+{
+	VmEntry *vm = vm_table_find(h->table, name);
+	unsigned dropped;
+	int r = vm_host_editable(vm, name, msg);
+
+	if (r < 0)
+		return r;
+	/* Its socket first, so that nothing new connects in between. */
+	vm_host_unbind(h, name);
+	dropped = relay_drop_vm_clients(h->relay, vm);
+	vm_table_remove(h->table, vm);
+	vm_host_save(h);
+	log_info("VM %s removed (rdmacm-muxctl): %u clients disconnected", name, dropped);
+	g_string_append_printf(msg, "VM %s removed: %u clients disconnected, its GIDs free", name,
+			       dropped);
+	return 0;
+}

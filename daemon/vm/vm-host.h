@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each VM's socket, and the VMs' life: the host binds a listening socket
+ * per VM, <vm dir>/NAME.sock, with the owner, group and mode the
+ * assignment names, and hands what connects there to the relay, which
+ * learns the connection's VM from the socket it came in on (the kernel
+ * keeps the listening socket's address with every connection it accepts:
+ * getsockname() on the connection). VMs come from vms.d files at start and
+ * from the control socket at any time (add, set, del), live.
+ *
+ * What survives a restart, a crash or a re-execution: each VM's listening
+ * socket, in the fd store as "vm.NAME" (connections waiting in its
+ * backlog are served by the successor), and the assignments and per-VM
+ * counters (vm-state.h) in the VMS section of the relay's hand-off state
+ * (handoff-format.h), rewritten at every change and every 10 s while
+ * counters move. A crash loses at most the counts of those 10 s.
+ */
+#ifndef RDMACM_MUX_VM_HOST_H
+#define RDMACM_MUX_VM_HOST_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "listener.h"
+#include "handoff-relay.h"
+#include "relay.h"
+#include "vm-table.h"
+
+#define VM_HOST_STORE_PREFIX "vm."  /* + NAME: a VM's listening socket */
+/* Default limits (rdmacm-mux --max-vms, --max-vm-clients). */
+#define VM_HOST_MAX_VMS 256
+#define VM_HOST_MAX_VM_CLIENTS 4
+
+typedef struct VmHostConfig {
+	const char *vm_dir;   /* where the VMs' sockets are bound */
+	const char *conf_dir; /* vms.d, or NULL */
+	uint32_t max_vms;
+	uint32_t max_clients_per_vm;
+	VmGidPolicy policy;
+	gid_t default_group; /* the sockets' group unless a VM names one; -1: root's */
+	ListenerAllow allow; /* the main socket's allow-lists */
+	unsigned retry_ms;   /* out of fds: accept again after this */
+} VmHostConfig;
+
+typedef struct VmHost VmHost;
+
+/* Whether an fd-store name is the host's (a VM's socket). */
+bool vm_host_is_stored_name(const char *name);
+
+/**
+ * vm_host_new() - the VMs of the previous process (@state: the bytes
+ * relay_handoff_peek_vms() found, or NULL; @stored: fd-store name -> fd,
+ * of which the host takes its sockets out) and of @cfg->conf_dir, their
+ * sockets taken over or bound, and the relay told (relay_set_vms()).
+ * Call after relay_new() and before relay_handoff_start(). Whatever does
+ * not hold up is dropped with a log line: a bad vms.d file leaves the VM as
+ * it was; a VM whose socket cannot be bound keeps its GIDs from everyone
+ * else.
+ * Return: 0, or a negative errno (out of memory; logged).
+ */
+int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTable *stored,
+		GBytes *state, VmHost **ret);
+/* Stop serving the VMs' sockets; unless vm_host_handoff() came first,
+ * their files are removed. NULL-safe. */
+void vm_host_free(VmHost *h);
+/* A planned hand-off follows: keep the state as it is now, and the
+ * socket files for the successor. */
+void vm_host_handoff(VmHost *h);
+/* The fds a re-executed daemon needs (the sockets), with their names;
+ * the state is written into the one relay_handoff_export() passed on
+ * (call after it). */
+void vm_host_export(VmHost *h, RelayHandoffFdFn fn, void *userdata);
+
+VmTable *vm_host_table(const VmHost *h);
+VmGidPolicy vm_host_policy(const VmHost *h);
+const char *vm_host_dir(const VmHost *h);
+/* Where @vm's socket is, or NULL when it has none (its bind failed). */
+const char *vm_host_socket(const VmHost *h, const VmEntry *vm);
+
+/**
+ * vm_host_add() - a new VM (rdmacm-muxctl vm add): its socket bound, its
+ * GIDs taken back from any client that held them.
+ * Return: 0 with what was done in @msg, or a negative errno with why not
+ * (and nothing changed).
+ */
+int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg);
+/* Change what @edit gives (@given: VM_SPEC_HAS_*) of the VM named there
+ * (vm set); its clients lose the GIDs it no longer has. As vm_host_add(). */
+int vm_host_set(VmHost *h, const VmSpec *edit, unsigned given, GString *msg);
+/* Remove VM @name (vm del): its clients are disconnected, its GIDs and
+ * socket go. As vm_host_add(). */
+int vm_host_del(VmHost *h, const char *name, GString *msg);
+
+#endif /* RDMACM_MUX_VM_HOST_H */
