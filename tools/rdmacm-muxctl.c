@@ -5,13 +5,19 @@
  * Owns the command line and the client side of the control protocol
  * (daemon/control/control.h): connect to PREFIX-DEV-PORT.ctl, send one command
  * line, copy the answer to stdout. An answer that is an "error: ..." line
- * goes to stderr and the exit status is 1.
+ * goes to stderr and the exit status is 1. The VM commands' user and group
+ * names are resolved here, where the system's user database is (the
+ * daemon's sandbox may not reach LDAP), and sent as numbers.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +45,19 @@ static void usage(FILE *f)
 		"  trace      every CM MAD the daemon relays or refuses, live, until interrupted\n"
 		"  restart    have the daemon execute its binary again (an upgrade takes effect),\n"
 		"             keeping every client, GID and session (root; also SIGHUP)\n"
+		"  vms        every VM: its socket, GIDs (registered or not), clients,\n"
+		"             sessions and counters\n"
+		"  vm add NAME --gid GID... [--prefix GID/LEN...] [--owner USER] [--group GROUP]\n"
+		"             [--mode MODE]\n"
+		"             a VM, and its socket DIR/NAME.sock (the daemon's socket path\n"
+		"             + .vm by default): only its connections may register its GIDs\n"
+		"  vm set NAME [--gid GID...] [--prefix GID/LEN...] [--owner USER] [--group GROUP]\n"
+		"             [--mode MODE]\n"
+		"             change what is given (--gid and --prefix replace both lists);\n"
+		"             its clients lose the GIDs it no longer has\n"
+		"  vm del NAME\n"
+		"             disconnect the VM's clients, free its GIDs, remove its socket\n"
+		"             (vm add, set and del: root, or the daemon's user)\n"
 		"\n"
 		"Options:\n"
 		"  -d, --device DEV      the daemon's RDMA device\n"
@@ -47,6 +66,11 @@ static void usage(FILE *f)
 		"                        its socket prefix (default " RDMACM_MUX_SOCKET_PREFIX ")\n"
 		"      --socket PATH     the daemon's socket, or its control socket (PATH" CTL_SUFFIX ")\n"
 		"  -j, --json            JSON instead of tables (trace: one object per line)\n"
+		"      --gid GID         (vm add, set) a GID of the VM, e.g. fe80::5054:ff:fe12:3456\n"
+		"      --prefix GID/LEN  (vm add, set) a range of GIDs, e.g. 2001:db8:1::/64\n"
+		"      --owner USER      (vm add, set) the VM socket's owner (name or uid)\n"
+		"      --group GROUP     (vm add, set) its group (name or gid)\n"
+		"      --mode MODE       (vm add, set) its mode (octal; default 0660)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Without --socket or -d, the one daemon under the default prefix is used.\n"
@@ -196,6 +220,103 @@ static int copy_answer(int fd, const char *path)
 	return is_error ? 1 : 0;
 }
 
+/* The VM commands' options, as the command line gave them. */
+typedef struct VmArgs {
+	char *tokens; /* " gid=... prefix=..." for the daemon */
+	size_t len;
+	bool given;
+} VmArgs;
+
+static int vm_args_add(VmArgs *v, const char *key, const char *value)
+{
+	char *t = NULL;
+
+	if (asprintf(&t, "%s %s=%s", v->tokens ? v->tokens : "", key, value) < 0)
+		return -ENOMEM;
+	free(v->tokens);
+	v->tokens = t;
+	v->given = true;
+	return 0;
+}
+
+/* A user or group name, or a number, as a number in @buf. */
+static bool vm_id_text(const char *value, bool group, char buf[16])
+{
+	char *end;
+	unsigned long v = strtoul(value, &end, 10);
+
+	if (*value && !*end && v < UINT32_MAX) {
+		snprintf(buf, 16, "%lu", v);
+		return true;
+	}
+	if (group) {
+		struct group *g = getgrnam(value);
+
+		if (g) {
+			snprintf(buf, 16, "%u", (unsigned)g->gr_gid);
+			return true;
+		}
+	} else {
+		struct passwd *p = getpwnam(value);
+
+		if (p) {
+			snprintf(buf, 16, "%u", (unsigned)p->pw_uid);
+			return true;
+		}
+	}
+	fprintf(stderr, "rdmacm-muxctl: no such %s '%s' (--%s)\n", group ? "group" : "user", value,
+		group ? "group" : "owner");
+	return false;
+}
+
+/* One VM option; false for a bad value (said on stderr). */
+static bool vm_option(VmArgs *v, int opt, const char *value)
+{
+	uint8_t gid[16];
+	char num[16];
+
+	switch (opt) {
+	case 'G':
+		if (inet_pton(AF_INET6, value, gid) != 1) {
+			fprintf(stderr, "rdmacm-muxctl: --gid '%s' is not a GID (IPv6 form, e.g. "
+					"fe80::1 or ::ffff:10.0.0.1)\n", value);
+			return false;
+		}
+		return vm_args_add(v, "gid", value) == 0;
+	case 'P': {
+		const char *slash = strchr(value, '/');
+		char addr[64];
+
+		if (!slash || (size_t)(slash - value) >= sizeof(addr) || !slash[1]) {
+			fprintf(stderr, "rdmacm-muxctl: --prefix '%s' is not GID/LENGTH, e.g. "
+					"2001:db8::/64\n", value);
+			return false;
+		}
+		memcpy(addr, value, (size_t)(slash - value));
+		addr[slash - value] = '\0';
+		if (inet_pton(AF_INET6, addr, gid) != 1) {
+			fprintf(stderr, "rdmacm-muxctl: --prefix '%s': '%s' is not a GID\n", value,
+				addr);
+			return false;
+		}
+		return vm_args_add(v, "prefix", value) == 0;
+	}
+	case 'O':
+	case 'R':
+		return vm_id_text(value, opt == 'R', num) &&
+		       vm_args_add(v, opt == 'R' ? "group" : "owner", num) == 0;
+	case 'M':
+		if (strspn(value, "01234567") != strlen(value) || !*value || strlen(value) > 4) {
+			fprintf(stderr, "rdmacm-muxctl: --mode '%s' is not an octal mode, e.g. 0660\n",
+				value);
+			return false;
+		}
+		return vm_args_add(v, "mode", value) == 0;
+	default:
+		return false;
+	}
+}
+
 /* Ask @fd for its status (JSON) and read two numbers from it; -1 for a
  * field that is not there. */
 static int status_numbers(int fd, long *pid, long *generation)
@@ -267,14 +388,20 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "gid", required_argument, NULL, 'G' },
+		{ "prefix", required_argument, NULL, 'P' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "group", required_argument, NULL, 'R' },
+		{ "mode", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const commands[] = { "status", "clients", "sessions", "counters",
-						 "metrics", "trace", "restart" };
+						 "metrics", "trace", "restart", "vms", "vm" };
 	const char *device = NULL, *prefix = RDMACM_MUX_SOCKET_PREFIX, *socket_opt = NULL;
-	const char *command = NULL;
+	const char *command = NULL, *vm_verb = NULL, *vm_name = NULL;
 	char *path = NULL, *line = NULL;
 	bool json = false, known = false;
+	VmArgs vm = { 0 };
 	long port = 1;
 	int c, fd, rc;
 
@@ -304,13 +431,30 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'G':
+		case 'P':
+		case 'O':
+		case 'R':
+		case 'M':
+			if (!vm_option(&vm, c, optarg))
+				return 2;
+			break;
 		default:
 			usage(stderr);
 			return 2;
 		}
 	}
-	/* The command, and --json after it (getopt permutes, so both work). */
+	/* The command, and --json after it (getopt permutes, so both work);
+	 * "vm" takes a verb and a name. */
 	for (int i = optind; i < argc; i++) {
+		if (command && strcmp(command, "vm") == 0 && !vm_verb) {
+			vm_verb = argv[i];
+			continue;
+		}
+		if (command && strcmp(command, "vm") == 0 && !vm_name) {
+			vm_name = argv[i];
+			continue;
+		}
 		if (command) {
 			fprintf(stderr, "rdmacm-muxctl: unexpected argument '%s'\n", argv[i]);
 			return 2;
@@ -325,7 +469,39 @@ int main(int argc, char **argv)
 		known |= strcmp(command, commands[i]) == 0;
 	if (!known) {
 		fprintf(stderr, "rdmacm-muxctl: unknown command '%s' (status, clients, sessions, "
-				"counters, metrics, trace, restart)\n", command);
+				"counters, metrics, trace, restart, vms, vm)\n", command);
+		return 2;
+	}
+	if (strcmp(command, "vm") == 0) {
+		if (!vm_verb || !vm_name ||
+		    (strcmp(vm_verb, "add") && strcmp(vm_verb, "set") && strcmp(vm_verb, "del"))) {
+			fprintf(stderr, "rdmacm-muxctl: usage: vm add|set|del NAME [--gid GID]... "
+					"(see --help)\n");
+			return 2;
+		}
+		if (json) {
+			fprintf(stderr, "rdmacm-muxctl: vm %s has no --json form\n", vm_verb);
+			return 2;
+		}
+		if (strcmp(vm_verb, "del") == 0 && vm.given) {
+			fprintf(stderr, "rdmacm-muxctl: vm del takes only the VM's name\n");
+			return 2;
+		}
+		if (strcmp(vm_verb, "del") != 0 && !vm.given) {
+			fprintf(stderr, "rdmacm-muxctl: vm %s %s: give at least %s\n", vm_verb, vm_name,
+				strcmp(vm_verb, "add") == 0 ? "one --gid or --prefix"
+							    : "one --gid, --prefix, --owner, --group "
+							      "or --mode");
+			return 2;
+		}
+		/* The daemon checks the name; spaces would split it here. */
+		if (strpbrk(vm_name, " \t\r\n")) {
+			fprintf(stderr, "rdmacm-muxctl: '%s' is not a valid VM name\n", vm_name);
+			return 2;
+		}
+	} else if (vm.given) {
+		fprintf(stderr, "rdmacm-muxctl: --gid, --prefix, --owner, --group and --mode are for "
+				"vm add and vm set\n");
 		return 2;
 	}
 	/* Its format is the answer; the daemon would refuse it too. */
@@ -361,7 +537,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(command, "restart") == 0)
 		rc = restart_daemon(fd, path);
-	else if (asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0)
+	else if (strcmp(command, "vm") == 0
+			 ? asprintf(&line, "vm %s %s%s\n", vm_verb, vm_name, vm.tokens ? vm.tokens : "") < 0
+			 : asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0)
 		rc = 1;
 	else if ((rc = write_all(fd, line, strlen(line))) < 0 && rc != -EPIPE && rc != -ECONNRESET) {
 		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(-rc));
@@ -375,5 +553,6 @@ int main(int argc, char **argv)
 	close(fd);
 	free(line);
 	free(path);
+	free(vm.tokens);
 	return rc;
 }

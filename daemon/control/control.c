@@ -11,6 +11,7 @@
  */
 #include "control.h"
 #include "control-answers.h"
+#include "control-vms.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -327,12 +328,42 @@ static const char help_text[] =
 	"  sessions   every CM session: comm ids, GIDs, state, timer\n"
 	"  counters   every relay counter\n"
 	"  metrics    the counters and totals in the Prometheus text format (no json)\n"
-	"  trace      a line per MAD event, until the client closes\n";
+	"  trace      a line per MAD event, until the client closes\n"
+	"  vms        every VM: socket, GIDs (registered or not), clients, counters\n"
+	"root (or the daemon's user) only, one line in answer:\n"
+	"  vm add NAME gid=GID... [prefix=GID/LEN...] [owner=UID] [group=GID] [mode=MODE]\n"
+	"  vm set NAME key=value...   change what is given (gid and prefix: the whole list)\n"
+	"  vm del NAME                disconnect its clients, free its GIDs and socket\n";
+
+/* "vm add|set|del ...": a privileged peer only, and a line in answer. */
+static void conn_vm_command(ControlConn *k, char **words, int n)
+{
+	Control *ctl = k->ctl;
+
+	if (!ctl->cfg.vms) {
+		conn_error(k, "this daemon serves no VMs");
+		return;
+	}
+	if (!control_vm_privileged(&k->cred)) {
+		log_ratelimited(LOG_WARNING, NULL,
+				"refused 'vm %s' from pid %d uid %d: only root (or the daemon's user) "
+				"may change VMs",
+				n > 1 ? words[1] : "", (int)k->cred.pid, (int)k->cred.uid);
+		conn_error(k, "permission denied: only root (or the daemon's user) may change VMs");
+		return;
+	}
+	log_info("control (pid %d uid %d): vm %s %s", (int)k->cred.pid, (int)k->cred.uid,
+		 n > 1 ? words[1] : "", n > 2 ? words[2] : "");
+	k->state = CONN_ANSWERING;
+	control_vm_command(ctl->cfg.vms, words + 1, (unsigned)n - 1, k->out);
+	(void)sd_event_source_set_time_relative(k->timer, ctl->cfg.answer_timeout_usec);
+	(void)sd_event_source_set_enabled(k->timer, SD_EVENT_ONESHOT);
+}
 
 static void conn_command(ControlConn *k, char *line)
 {
 	Control *ctl = k->ctl;
-	char *words[3] = { 0 };
+	char *words[CONTROL_MAX_WORDS] = { 0 };
 	int n = 0;
 
 	for (char *p = line; *p; p++) {
@@ -344,14 +375,22 @@ static void conn_command(ControlConn *k, char *line)
 		}
 	}
 	for (char *save = NULL, *w = strtok_r(line, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-		if (n == 2) {
-			conn_error(k, "too many words; usage: COMMAND [json]");
+		if (n == CONTROL_MAX_WORDS) {
+			conn_error(k, "too many words");
 			return;
 		}
 		words[n++] = w;
 	}
 	if (n == 0) {
 		conn_error(k, "empty command; try 'help'");
+		return;
+	}
+	if (strcmp(words[0], "vm") == 0) {
+		conn_vm_command(k, words, n);
+		return;
+	}
+	if (n > 2) {
+		conn_error(k, "too many words; usage: COMMAND [json]");
 		return;
 	}
 	if (n == 2) {
@@ -371,6 +410,8 @@ static void conn_command(ControlConn *k, char *line)
 		control_answer_sessions(ctl->relay, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "counters") == 0)
 		control_answer_counters(ctl->relay, k->out, k->json);
+	else if (strcmp(words[0], "vms") == 0 && ctl->cfg.vms)
+		control_answer_vms(ctl->relay, ctl->cfg.vms, &ctl->cfg, k->out, k->json);
 	else if (strcmp(words[0], "metrics") == 0) {
 		MetricsSnapshot m;
 
@@ -381,6 +422,7 @@ static void conn_command(ControlConn *k, char *line)
 		}
 		metrics_snapshot(ctl->relay, &ctl->cfg, &ctl->stats, &m);
 		metrics_format(&m, k->out);
+		metrics_snapshot_clear(&m);
 	} else if (strcmp(words[0], "help") == 0 && !k->json)
 		g_string_append(k->out, help_text);
 	else if (strcmp(words[0], "trace") == 0) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket: read-only operator access for rdmacm-muxctl.
+ * The control socket: operator access for rdmacm-muxctl; read-only but for
+ * the VM commands, which only root (or the daemon's own user) may run.
  *
  * A UNIX stream socket next to the main one, "<main socket path>.ctl",
  * root's only (mode 0600) unless --control-mode/--control-group say
@@ -13,8 +14,13 @@
  *
  *   client -> daemon   one line: COMMAND [json] "\n"
  *                      COMMAND is status, clients, sessions, counters,
- *                      metrics, trace or help; "\r\n" is accepted; at most
- *                      CONTROL_MAX_LINE bytes, printable ASCII only.
+ *                      metrics, trace, vms or help; "\r\n" is accepted; at
+ *                      most CONTROL_MAX_LINE bytes, printable ASCII only.
+ *                      Or one of the privileged VM commands, answered with
+ *                      one line (control-vms.h):
+ *                        vm add NAME key=value...
+ *                        vm set NAME key=value...
+ *                        vm del NAME
  *   daemon -> client   the answer, then the daemon closes the connection.
  *                      Text answers are tables; with "json", one JSON
  *                      document followed by "\n". metrics is text only:
@@ -31,7 +37,9 @@
  *   errors             a single line "error: MESSAGE\n", then close: an
  *                      unknown command, a line that is too long or not
  *                      printable, too many control connections, too many
- *                      trace readers.
+ *                      trace readers, a VM command from a peer that is
+ *                      neither root nor the daemon's user, a VM command
+ *                      that changed nothing (the message says why).
  *
  * Limits: CONTROL_MAX_CONNECTIONS at once, of which max_trace_readers may
  * trace; the command must arrive within 5 s and a snapshot answer must be
@@ -52,8 +60,11 @@
 
 #include "listener.h"
 #include "relay.h"
+#include "vm-host.h"
 
-#define CONTROL_MAX_LINE 256
+/* Room for "vm add" with VM_MAX_GIDS GIDs and VM_MAX_PREFIXES prefixes. */
+#define CONTROL_MAX_LINE 4096
+#define CONTROL_MAX_WORDS 128
 #define CONTROL_MAX_CONNECTIONS 16
 #define CONTROL_MAX_ANSWER (8u << 20)	   /* bytes of one snapshot answer */
 #define CONTROL_MAX_TRACE_BUFFER (256u << 10) /* bytes a trace reader may lag */
@@ -70,6 +81,7 @@ typedef struct ControlConfig {
 	uint64_t started_usec;	  /* monotonic start of the daemon, for uptime */
 	unsigned generation;	  /* re-executions (SIGHUP) behind this process image */
 	ListenerAllow allow;	  /* who may connect: the main socket's allow-lists */
+	VmHost *vms;		  /* the VMs (vms, vm add/set/del); NULL: none */
 	uint32_t max_trace_readers;
 	uint64_t trace_shed_usec;
 	uint32_t max_connections;

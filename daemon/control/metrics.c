@@ -18,7 +18,10 @@
  * would make a series per id, unbounded for the time series database and
  * for the page. The page has aggregates instead (sums, the deepest queue,
  * sessions by state), so its size is fixed: it needs none of the output
- * limits that "clients" and "sessions" apply.
+ * limits that "clients" and "sessions" apply. VMs are the exception: the
+ * operator names them, they last, and there are at most --max-vms, so the
+ * per-VM families carry a vm label (vm="" for the shared socket's
+ * clients), and add up to the daemon's totals.
  */
 #include "metrics.h"
 
@@ -245,6 +248,79 @@ static void page_counter_rows(MetricsPage *p, const RelayCounters *k)
 	}
 }
 
+/* The per-VM families: one sample per VM (and vm="") each. */
+static void page_vms(MetricsPage *p, const GArray *vms)
+{
+	static const char *const cm_help[VM_CM_GROUP_COUNT] = {
+		[VM_CM_TX_MSGS] = "CM MADs the VM's clients sent, by attribute, retries included "
+				  "(the kernel's ib_cm group cm_tx_msgs).",
+		[VM_CM_TX_RETRIES] = "Of those, MADs a client sent again: the same attribute and "
+				     "TID as its session's last (cm_tx_retries).",
+		[VM_CM_RX_MSGS] = "CM MADs delivered to the VM's clients, by attribute, duplicates "
+				  "included (cm_rx_msgs).",
+		[VM_CM_RX_DUPLICATES] = "Of those, MADs its session had seen: the same attribute "
+					"and TID as the last one in (cm_rx_duplicates).",
+	};
+	char name[64];
+
+	if (!vms)
+		return;
+	page_family(p, "rdmacm_mux_vm_clients", "gauge",
+		    "Clients connected on each VM's socket (vm=\"\": on the shared socket).");
+	for (guint i = 0; i < vms->len; i++) {
+		const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+		page_u64(p, "rdmacm_mux_vm_clients", &(MetricsLabel){ "vm", v->name }, 1, v->clients);
+	}
+	page_family(p, "rdmacm_mux_vm_sessions", "gauge", "Live CM sessions of each VM's clients.");
+	for (guint i = 0; i < vms->len; i++) {
+		const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+		page_u64(p, "rdmacm_mux_vm_sessions", &(MetricsLabel){ "vm", v->name }, 1,
+			 v->sessions);
+	}
+	page_family(p, "rdmacm_mux_vm_gids", "gauge", "GIDs each VM's clients registered.");
+	for (guint i = 0; i < vms->len; i++) {
+		const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+		page_u64(p, "rdmacm_mux_vm_gids", &(MetricsLabel){ "vm", v->name }, 1, v->gids);
+	}
+	for (int g = 0; g < VM_CM_GROUP_COUNT; g++) {
+		snprintf(name, sizeof(name), "rdmacm_mux_%s_total", vm_cm_group_name((VmCmGroup)g));
+		page_family(p, name, "counter", cm_help[g]);
+		for (guint i = 0; i < vms->len; i++) {
+			const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+			for (int a = 0; a < CM_IDX_OTHER; a++)
+				page_u64(p, name,
+					 (MetricsLabel[]){ { "vm", v->name },
+							   { "attribute",
+							     vm_cm_attr_name((CmAttrIndex)a) } },
+					 2, v->counters.cm[g][a]);
+		}
+	}
+	page_family(p, "rdmacm_mux_vm_gid_refused_total", "counter",
+		    "Registrations refused for the VMs' assignments, by the asking client's VM and "
+		    "reason.");
+	for (guint i = 0; i < vms->len; i++) {
+		const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+		for (int r = 0; r < VM_REFUSAL_COUNT; r++)
+			page_u64(p, "rdmacm_mux_vm_gid_refused_total",
+				 (MetricsLabel[]){ { "vm", v->name },
+						   { "reason", vm_refusal_name((VmRefusal)r) } },
+				 2, v->counters.gid_refused[r]);
+	}
+	page_family(p, "rdmacm_mux_vm_connections_refused_total", "counter",
+		    "Connections refused on each VM's socket: over --max-vm-clients.");
+	for (guint i = 0; i < vms->len; i++) {
+		const MetricsVm *v = &g_array_index(vms, MetricsVm, i);
+
+		page_u64(p, "rdmacm_mux_vm_connections_refused_total",
+			 &(MetricsLabel){ "vm", v->name }, 1, v->counters.clients_refused);
+	}
+}
+
 void metrics_format(const MetricsSnapshot *m, GString *out)
 {
 	g_autoptr(GString) base = g_string_new("device=\"");
@@ -345,16 +421,62 @@ void metrics_format(const MetricsSnapshot *m, GString *out)
 	page_single(&p, "rdmacm_mux_control_closed_for_sending_total", "counter",
 		    "Control connections closed for sending more than their command.",
 		    m->control.closed_for_sending);
+
+	/* Per VM. */
+	page_vms(&p, m->vms);
 }
 
 /* ---- the snapshot ---- */
 
+/* The snapshot being taken, and where each VM's row is. */
+typedef struct MetricsWalk {
+	MetricsSnapshot *m;
+	GHashTable *rows; /* const VmEntry* -> row index + 1 */
+} MetricsWalk;
+
 static void metrics_count_client(void *userdata, const RelayClientInfo *c)
 {
-	MetricsSnapshot *m = userdata;
+	MetricsWalk *w = userdata;
+	MetricsSnapshot *m = w->m;
 
 	m->client_queued_frames += c->queued;
 	m->client_queued_frames_max = MAX(m->client_queued_frames_max, c->queued);
+	if (m->vms) {
+		guint row = GPOINTER_TO_UINT(g_hash_table_lookup(w->rows, c->vm));
+		MetricsVm *v = row ? &g_array_index(m->vms, MetricsVm, row - 1) : NULL;
+
+		if (v) {
+			v->clients++;
+			v->sessions += c->sessions;
+			v->gids += c->n_gids;
+		}
+	}
+}
+
+/* The rows of the VMs of @vms, vm="" first. */
+static void metrics_vm_rows(VmHost *vms, MetricsWalk *w)
+{
+	VmTable *t = vm_host_table(vms);
+	g_autoptr(GPtrArray) list = vm_table_list(t);
+	MetricsVm none = { .name = "", .counters = *vm_table_unassigned(t) };
+
+	w->m->vms = g_array_sized_new(FALSE, TRUE, sizeof(MetricsVm), list->len + 1);
+	g_array_append_val(w->m->vms, none);
+	g_hash_table_insert(w->rows, NULL, GUINT_TO_POINTER(1));
+	for (guint i = 0; i < list->len; i++) {
+		const VmEntry *vm = list->pdata[i];
+		MetricsVm v = { .name = vm->spec.name, .counters = vm->counters };
+
+		g_array_append_val(w->m->vms, v);
+		g_hash_table_insert(w->rows, (gpointer)vm, GUINT_TO_POINTER(w->m->vms->len));
+	}
+}
+
+void metrics_snapshot_clear(MetricsSnapshot *m)
+{
+	if (m->vms)
+		g_array_free(m->vms, TRUE);
+	m->vms = NULL;
 }
 
 static void metrics_count_session(void *userdata, const Session *s)
@@ -394,6 +516,11 @@ void metrics_snapshot(Relay *relay, const ControlConfig *cfg, const ControlStats
 		.control = *stats,
 		.max_trace_readers = cfg->max_trace_readers,
 	};
-	relay_foreach_client(relay, metrics_count_client, ret);
+	g_autoptr(GHashTable) rows = g_hash_table_new(g_direct_hash, g_direct_equal);
+	MetricsWalk w = { .m = ret, .rows = rows };
+
+	if (cfg->vms)
+		metrics_vm_rows(cfg->vms, &w);
+	relay_foreach_client(relay, metrics_count_client, &w);
 	relay_foreach_session(relay, metrics_count_session, ret);
 }

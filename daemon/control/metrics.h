@@ -9,10 +9,14 @@
  * metrics_snapshot() copies the numbers out of the relay and the control
  * socket, metrics_format() writes the page of a snapshot.
  *
- * The page holds aggregates only: nothing per client, per GID or per
- * session, so its size does not depend on how many there are (a few KiB
- * for any daemon). Every sample carries the labels device and port; every
- * name starts with rdmacm_mux_.
+ * The page holds aggregates: nothing per client, per GID or per session,
+ * so its size does not depend on how many there are. The one exception is
+ * the label vm on the per-VM families (the ib_cm groups per attribute,
+ * refusals, clients, sessions, GIDs): one series per VM the operator
+ * assigned (at most --max-vms) and one, vm="", for the clients of the
+ * shared socket, so that the page stays bounded by the assignments (a few
+ * KiB, plus about 5 KiB per VM). Every sample carries the labels device
+ * and port; every name starts with rdmacm_mux_.
  */
 #ifndef RDMACM_MUX_METRICS_H
 #define RDMACM_MUX_METRICS_H
@@ -24,6 +28,15 @@
 #include "control.h"
 #include "relay.h"
 #include "session-table.h"
+
+/* One VM's numbers (or, with name "", those of the shared socket). */
+typedef struct MetricsVm {
+	const char *name; /* not owned */
+	uint32_t clients;
+	uint32_t sessions;
+	uint32_t gids; /* registered by its clients */
+	VmCounters counters;
+} MetricsVm;
 
 /* Every number the page shows, as at one moment. */
 typedef struct MetricsSnapshot {
@@ -50,6 +63,7 @@ typedef struct MetricsSnapshot {
 	uint64_t sender_start_failures;	   /* senders that could not start */
 	ControlStats control;
 	uint32_t max_trace_readers;
+	GArray *vms; /* MetricsVm: vm="" first, then by name; NULL: no VM families */
 } MetricsSnapshot;
 
 /**
@@ -57,10 +71,12 @@ typedef struct MetricsSnapshot {
  * @cfg and @stats. Walks every client and every session once (the counts
  * by state are not kept anywhere else): linear in their number, a few
  * milliseconds for a million sessions, and the answer stays small.
- * @ret->device points into the relay's port.
+ * @ret->device points into the relay's port, the VMs' names into the VM
+ * table: valid until the loop runs on. Free with metrics_snapshot_clear().
  */
 void metrics_snapshot(Relay *relay, const ControlConfig *cfg, const ControlStats *stats,
 		      MetricsSnapshot *ret);
+void metrics_snapshot_clear(MetricsSnapshot *m);
 
 /**
  * metrics_format() - append the page for @m to @out: every family with its

@@ -905,6 +905,7 @@ static int run(Daemon *d)
 
 		control_config_init(&ccfg, d->socket_path, d->control_path);
 		ccfg.generation = d->generation;
+		ccfg.vms = d->vms;
 		ccfg.allow = (ListenerAllow){ .uids = d->allow_uids, .gids = d->allow_gids };
 		ccfg.max_trace_readers = (uint32_t)d->opt.max_trace_readers;
 		d->control_copy = fcntl(d->control_fd, F_DUPFD_CLOEXEC, 3);

@@ -336,12 +336,85 @@ static const struct {
 	{ "tx_refused", "rdmacm_mux_tx_refused_total", "reason", NULL, NULL },
 };
 
-/* Every number of `counters --json` is on @p, with the same value; the
- * page has no sample that the JSON does not account for. */
-static void compare_counters(const PromPage *p, JsonObject *counters)
+/* The counters of one VM of `vms --json` (or of "unassigned": @vm "")
+ * on @p. Return: how many counter samples that was. */
+static unsigned compare_vm(const PromPage *p, const char *vm, JsonObject *o)
+{
+	JsonObject *k = json_object_get_object_member(o, "counters");
+	g_autoptr(GList) groups = json_object_get_members(k);
+	unsigned compared = 0;
+
+	expect_metric(p, "rdmacm_mux_vm_clients", (const char *const[]){ "vm", vm, NULL },
+		      member_int(o, "clients"));
+	expect_metric(p, "rdmacm_mux_vm_sessions", (const char *const[]){ "vm", vm, NULL },
+		      member_int(o, "sessions"));
+	for (GList *g = groups; g; g = g->next) {
+		const char *group = g->data;
+		g_autofree char *name = NULL;
+		const char *label = "attribute";
+		JsonObject *values;
+		g_autoptr(GList) keys = NULL;
+
+		if (strcmp(group, "clients_refused") == 0) {
+			expect_metric(p, "rdmacm_mux_vm_connections_refused_total",
+				      (const char *const[]){ "vm", vm, NULL }, member_int(k, group));
+			compared++;
+			continue;
+		}
+		if (strcmp(group, "gid_refused") == 0) {
+			name = g_strdup("rdmacm_mux_vm_gid_refused_total");
+			label = "reason";
+		} else {
+			name = g_strdup_printf("rdmacm_mux_%s_total", group);
+		}
+		values = json_object_get_object_member(k, group);
+		keys = json_object_get_members(values);
+		for (GList *v = keys; v; v = v->next) {
+			expect_metric(p, name, (const char *const[]){ "vm", vm, label, v->data, NULL },
+				      member_int(values, v->data));
+			compared++;
+		}
+	}
+	return compared;
+}
+
+/* Every VM of `vms --json`, and the clients without one, on @p. The ib_cm
+ * groups add up to the daemon's own per-attribute counts. Return: how
+ * many counter samples were compared. */
+static unsigned compare_vms(const PromPage *p, JsonObject *vms)
+{
+	JsonArray *a = json_object_get_array_member(vms, "vms");
+	unsigned compared = compare_vm(p, "", json_object_get_object_member(vms, "unassigned"));
+	static const char *const attrs[] = { "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP",
+					     "SIDR_REQ", "SIDR_REP", "LAP", "APR" };
+
+	for (guint i = 0; i < json_array_get_length(a); i++) {
+		JsonObject *vm = json_array_get_object_element(a, i);
+
+		compared += compare_vm(p, json_object_get_string_member(vm, "name"), vm);
+	}
+	for (size_t i = 0; i < G_N_ELEMENTS(attrs); i++) {
+		g_autofree char *lower = g_ascii_strdown(attrs[i], -1);
+
+		g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_cm_tx_msgs_total", "attribute", lower), ==,
+				  prom_page_value(p, "rdmacm_mux_mads_total",
+						  (const char *const[]){ "attribute", attrs[i],
+									 "direction", "tx", NULL }));
+		g_assert_cmpfloat(metric_sum(p, "rdmacm_mux_cm_rx_msgs_total", "attribute", lower), ==,
+				  prom_page_value(p, "rdmacm_mux_mads_total",
+						  (const char *const[]){ "attribute", attrs[i],
+									 "direction", "rx", NULL }));
+	}
+	return compared;
+}
+
+/* Every number of `counters --json` (and of `vms --json`) is on @p, with
+ * the same value; the page has no sample that the JSON does not account
+ * for. */
+static void compare_counters(const PromPage *p, JsonObject *counters, JsonObject *vms)
 {
 	g_autoptr(GList) keys = json_object_get_members(counters);
-	unsigned compared = 0;
+	unsigned compared = compare_vms(p, vms);
 
 	for (GList *l = keys; l; l = l->next) {
 		const char *key = l->data;
@@ -468,7 +541,7 @@ static void compare_clients(const PromPage *p, JsonObject *clients)
 UNIT_FIXTURE_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_matches_json)
 {
 	g_autoptr(PromPage) p = NULL;
-	g_autoptr(JsonNode) counters = NULL, status = NULL, clients = NULL;
+	g_autoptr(JsonNode) counters = NULL, status = NULL, clients = NULL, vms = NULL;
 	(void)data;
 
 	make_traffic(f);
@@ -478,7 +551,8 @@ UNIT_FIXTURE_TEST("/metrics/page-matches-json", NULL, fixture_setup, test_page_m
 	counters = json_answer(f->da, "counters");
 	status = json_answer(f->da, "status");
 	clients = json_answer(f->da, "clients");
-	compare_counters(p, json_node_get_object(counters));
+	vms = json_answer(f->da, "vms");
+	compare_counters(p, json_node_get_object(counters), json_node_get_object(vms));
 	compare_status(p, json_node_get_object(status));
 	compare_clients(p, json_node_get_object(clients));
 
