@@ -16,6 +16,8 @@ packages=(
 	# tests: socket activation, unit linting (rdma-core: its units, to check
 	# that ours order before its module loading without a cycle), leak checks
 	systemd rdma-core valgrind
+	# tests: the AppArmor snippet of examples/libvirt (apparmor_parser -Q)
+	apparmor
 	# tests: JSON of the control socket (test-only), --trace-pcap decoding
 	libjson-glib-dev tshark
 	# tests: `promtool check metrics` on rdmacm-muxctl metrics' page. Debian

@@ -85,6 +85,13 @@ grep -q " $sbindir/rdmacm-muxctl " "$dest$hit" ||
 grep -q '@[A-Za-z_]*@' "$dest$hit" && fail "the example service has an unsubstituted @VARIABLE@"
 grep -q 'systemd/system/rdmacm-mux-metrics@' "$tmp/installed" &&
 	fail "the example units are installed as units"
+# libvirt's example hook: documentation, executable, never a hook as
+# installed (libvirt runs what is in /etc/libvirt/hooks).
+where 'examples/libvirt/qemu-hook' "the libvirt hook example"
+[[ -x $dest$hit ]] || fail "the libvirt hook example is not executable"
+where 'examples/libvirt/domain\.xml' "the libvirt domain example"
+where 'examples/libvirt/apparmor-libvirt-qemu' "the AppArmor snippet example"
+grep -q '/libvirt/hooks/' "$tmp/installed" && fail "the install puts a hook where libvirt runs it"
 for page in $MAN_PAGES; do
 	where "man[0-9]/${page//./\\.}" "man page $page"
 	[[ -s $dest$hit ]] || fail "man page $hit is empty"
