@@ -6,7 +6,10 @@
  * passes them (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES, fds from 3 on),
  * and, as systemd, keeping one copy of a file whatever its names. A
  * thread of its own reads the notify socket, so that the store is current
- * whatever the test is doing.
+ * whatever the test is doing; and a start first takes in every message
+ * sent before it, as systemd handles a dead service's notifications before
+ * its SIGCHLD: a daemon killed right after it stored an fd still hands it
+ * over.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +68,7 @@ static bool supervisor_holds_file(Supervisor *s, int fd)
 	return false;
 }
 
-/* One datagram: its lines, and the fds it carried. */
+/* One datagram: its lines, and the fds it carried. Under s->lock. */
 static void supervisor_handle(Supervisor *s, const char *text, const int *fds, unsigned n_fds)
 {
 	g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
@@ -80,7 +83,6 @@ static void supervisor_handle(Supervisor *s, const char *text, const int *fds, u
 		else if (g_str_has_prefix(*l, "FDNAME="))
 			name = *l + strlen("FDNAME=");
 	}
-	pthread_mutex_lock(&s->lock);
 	for (char **l = lines; *l; l++)
 		if (strcmp(*l, "READY=1") == 0)
 			s->ready++;
@@ -104,7 +106,33 @@ static void supervisor_handle(Supervisor *s, const char *text, const int *fds, u
 		}
 	}
 	pthread_cond_broadcast(&s->changed);
-	pthread_mutex_unlock(&s->lock);
+}
+
+/* Take in one waiting datagram, under s->lock (so that a message is
+ * never half read when a start looks at the store). Return: false when
+ * none was waiting. */
+static bool supervisor_receive(Supervisor *s)
+{
+	char buf[4096], cbuf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+	struct iovec iov = { buf, sizeof(buf) - 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	int fds[MAX_FDS_PER_MESSAGE];
+	unsigned n_fds = 0;
+	ssize_t n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0;
+		     k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && n_fds < MAX_FDS_PER_MESSAGE; k++)
+			memcpy(&fds[n_fds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+	}
+	supervisor_handle(s, buf, fds, n_fds);
+	return true;
 }
 
 static gpointer supervisor_thread(gpointer data)
@@ -113,29 +141,12 @@ static gpointer supervisor_thread(gpointer data)
 
 	while (!g_atomic_int_get(&s->stop)) {
 		struct pollfd p = { .fd = s->sock, .events = POLLIN };
-		char buf[4096], cbuf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
-		struct iovec iov = { buf, sizeof(buf) - 1 };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-				     .msg_controllen = sizeof(cbuf) };
-		int fds[MAX_FDS_PER_MESSAGE];
-		unsigned n_fds = 0;
-		ssize_t n;
 
 		if (poll(&p, 1, 50) <= 0)
 			continue;
-		n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		if (n < 0)
-			continue;
-		buf[n] = '\0';
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) &&
-					   n_fds < MAX_FDS_PER_MESSAGE;
-			     k++)
-				memcpy(&fds[n_fds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-		}
-		supervisor_handle(s, buf, fds, n_fds);
+		pthread_mutex_lock(&s->lock);
+		(void)supervisor_receive(s);
+		pthread_mutex_unlock(&s->lock);
 	}
 	return NULL;
 }
@@ -257,6 +268,9 @@ GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
 	pid_t pid;
 
 	pthread_mutex_lock(&s->lock);
+	/* What was sent before this start counts for it. */
+	while (supervisor_receive(s))
+		;
 	n = s->store->len;
 	fds = g_new(int, MAX(n, 1u));
 	for (unsigned i = 0; i < n; i++) {
