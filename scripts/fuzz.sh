@@ -9,7 +9,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS] [FUZZER...]
 #   SECONDS   per fuzzer, default 600
-#   FUZZER    cm-codec frames relay client-lib handoff (default: all, one by one)
+#   FUZZER    cm-codec frames relay client-lib handoff vms (default: all, one by one)
 # Environment: FUZZ_BUILD_DIR (build-fuzz), FUZZ_WORK_DIR (scratch corpora
 # and logs, default /var/tmp/rdmacm-mux-fuzz). A crash is kept in
 # $FUZZ_WORK_DIR/fuzz-artifacts/; copy it to tests/fuzz/regressions/<fuzzer>/.
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 (($# > 0)) && shift
 fuzzers=("$@")
-((${#fuzzers[@]})) || fuzzers=(cm-codec frames relay client-lib handoff)
+((${#fuzzers[@]})) || fuzzers=(cm-codec frames relay client-lib handoff vms)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 work=${FUZZ_WORK_DIR:-/var/tmp/rdmacm-mux-fuzz}
 src=$PWD

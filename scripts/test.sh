@@ -132,7 +132,7 @@ PY
 fi
 
 fuzz_targets=(tests/fuzz/fuzz-cm-codec tests/fuzz/fuzz-frames tests/fuzz/fuzz-relay
-	tests/fuzz/fuzz-client-lib tests/fuzz/fuzz-handoff)
+	tests/fuzz/fuzz-client-lib tests/fuzz/fuzz-handoff tests/fuzz/fuzz-vms)
 
 # The clang tree, and the ASan+UBSan and libFuzzer ones, build in the
 # background at the lowest CPU priority while the gcc tree's suites run:

@@ -344,3 +344,64 @@ if os.path.isdir(GOLDEN):
     torn = bytearray(se)
     torn[4096 + 92:4096 + 184] = torn[4096:4096 + 92]   # two sessions with one wire id
     write("handoff", "v2-contradictory-sessions", handoff(st, bytes(torn), sts, ses))
+# ---- vms: byte 0 = 0 vms.d file, 1 control arguments, 2 state (its
+# checksum made right by the harness), 3 state as it is ----
+write("vms", "conf-good", b"\0# web-1\ngid = fe80::5054:ff:fe12:3456\ngid = ::ffff:10.0.1.5\n"
+      b"prefix = 2001:db8:1::/64\nowner = libvirt-qemu\ngroup = kvm\nmode = 0600\n")
+write("vms", "conf-bad-line", b"\0gid = fe80::1\nprefix = 2001:db8::1/64\n")
+write("vms", "conf-overlap", b"\0prefix = ::ffff:10.0.0.0/112\n")
+write("vms", "args-good", b"\1gid=fe80::7 gid=::ffff:10.0.3.3 prefix=2001:db9::/48 owner=64055 mode=0660")
+write("vms", "args-set", b"\1group=104")
+write("vms", "args-bad", b"\1gid=fe80::7 colour=blue")
+
+
+def field(fid, data):
+    return struct.pack("<HH", fid, len(data)) + data + bytes((4 - len(data) % 4) % 4)
+
+
+def record(rtype, payload):
+    return struct.pack("<HHI", rtype, 0, len(payload)) + payload + bytes((8 - len(payload) % 8) % 8)
+
+
+def fnv(data):
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def vm_state(records, major=1, minor=0, seq=1):
+    return (b"RMUXVMST" + struct.pack("<HHIII", major, minor, 48, len(records), fnv(records))
+            + struct.pack("<Q", seq) + b"0.1.0".ljust(16, b"\0") + records)
+
+
+def counter(name, value):
+    return field(8, struct.pack("<Q", value) + name)
+
+
+web = (field(1, b"web-1") + field(2, v4(10, 0, 1, 5)) + field(3, bytes.fromhex("20010db8000100000000000000000000") + bytes([64]))
+       + field(4, struct.pack("<I", 64055)) + field(6, struct.pack("<I", 0o600))
+       + field(7, b"/etc/rdmacm-mux/vms.d/web-1.conf") + counter(b"cm_tx_msgs.req", 12)
+       + counter(b"gid_refused.other-vm", 3))
+db = field(1, b"db") + field(2, v4(10, 0, 1, 6)) + field(99, b"a newer field")
+write("vms", "state-two-vms", b"\2" + vm_state(record(1, web) + record(1, db)
+                                               + record(2, counter(b"cm_rx_msgs.rep", 4))))
+write("vms", "state-newer-minor", b"\2" + vm_state(record(1, db) + record(42, b"future"), minor=3))
+write("vms", "state-overlap", b"\2" + vm_state(record(1, web) + record(1, field(1, b"thief") + field(2, v4(10, 0, 1, 5)))))
+write("vms", "state-bad-checksum", b"\3" + vm_state(record(1, db))[:20] + b"\0\0\0\0" + vm_state(record(1, db))[24:])
+
+# ---- handoff: a 2.0 state with the VMs' section (type 5, two copies) ----
+if os.path.isdir(GOLDEN):
+    st, se, sts, ses = golden("unreleased-2.0")
+    room = 512
+    rec = 16 + room
+    copies = bytearray(2 * rec)
+    for i, (seq, img) in enumerate([(1, vm_state(record(1, db))),
+                                    (2, vm_state(record(1, web) + record(1, db), seq=2))]):
+        struct.pack_into("<QI", copies, i * rec, seq, len(img))
+        copies[i * rec + 16:i * rec + 16 + len(img)] = img
+    vms_entry = bytearray(ENTRY)
+    struct.pack_into("<IIQQII", vms_entry, 0, 5, 0, sts, len(copies), rec, 2)
+    img = bytearray(with_entries(st, entries(st) + [vms_entry]))
+    img += bytes(sts - len(img)) + copies
+    write("handoff", "v2-vms", handoff(bytes(img), se, len(img), ses))
