@@ -29,6 +29,15 @@
 #                    with dpkg, runs the templated units, upgrades to this
 #                    tree, to the future and back down under an established
 #                    session, and purges (see guest/vmsd-check.sh, pkg_mode).
+# --mode vms:        the install, ib_cm banned as in main; the libvirt hook of
+#                    examples/libvirt, run as libvirt runs it on the example
+#                    domain, gives VMs their sockets and GIDs on both units
+#                    (plain for rxe0, templated for rxe1); QEMU clients
+#                    connect through them, a neighbour is refused, and all of
+#                    it holds across "systemctl restart" (see vms_mode). The
+#                    hook is Python: the host's python3 (Debian 12's, as
+#                    the guest's would be) goes into the overlay with the
+#                    modules it imports, rather than into the shared rootfs.
 #
 # Cache (outside the tree): the kernel in tests/vm's cache dir
 # (kernel-<pkg>_<version>/, shared with vm-run.sh), the mmdebstrap rootfs as
@@ -55,11 +64,11 @@ GUEST_MODULES="crc32_generic rdma_rxe ib_umad ib_uverbs veth rdma_ucm ib_iser xp
 
 usage() {
 	cat <<EOF
-usage: $0 --build-dir DIR [--mode main|boot-order|pkg] [--boots N] [--timeout SECS] [--log-dir DIR] [-v]
+usage: $0 --build-dir DIR [--mode main|boot-order|pkg|vms] [--boots N] [--timeout SECS] [--log-dir DIR] [-v]
   --build-dir DIR  a configured and built meson build dir (installed with
                    "meson install --destdir" into the guest; in mode pkg
                    only its test programs are used)
-  --mode MODE      main (default), boot-order or pkg, see the header of this script
+  --mode MODE      main (default), boot-order, pkg or vms, see the header of this script
   --boots N        boot-order: how many boots (default 5)
   --timeout SECS   host limit for each boot (default 480)
   --log-dir DIR    serial logs (default DIR/tests/vm-systemd/logs)
@@ -82,7 +91,8 @@ while (($#)); do
 	esac
 done
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
-[[ $mode == main || $mode == boot-order || $mode == pkg ]] || { echo "vmsd: bad --mode $mode" >&2; exit 2; }
+[[ $mode == main || $mode == boot-order || $mode == pkg || $mode == vms ]] ||
+	{ echo "vmsd: bad --mode $mode" >&2; exit 2; }
 [[ $boots =~ ^[1-9][0-9]*$ ]] || { echo "vmsd: bad --boots $boots" >&2; exit 2; }
 [[ $mode == boot-order ]] || boots=1
 build_dir=$(cd "$build_dir" && pwd)
@@ -102,6 +112,9 @@ if [[ $mode == pkg ]]; then
 	vm_require_host_tools dpkg-buildpackage dh dpkg-deb
 	[[ -x $build_dir/examples/rdmacm-mux-pingpong ]] ||
 		die "$build_dir/examples/rdmacm-mux-pingpong is not built"
+fi
+if [[ $mode == vms ]]; then
+	[[ -x /usr/bin/python3 ]] || skip "mode vms needs the host's /usr/bin/python3 (the hook's interpreter)"
 fi
 
 mkdir -p "$cache" "$log_dir"
@@ -276,6 +289,32 @@ vmsd_packages() {
 		>"$ov/etc/modprobe.d/vmsd-no-ib-cm.conf"
 }
 
+# vmsd_python: the host's python3 and what the libvirt hook imports, into
+# the overlay at the same paths (the host is Debian 12, like the guest),
+# with the shared libraries those need that the rootfs lacks.
+vmsd_python() {
+	local f lib exe
+	exe=$(readlink -f /usr/bin/python3)
+	mkdir -p "$ov/usr/bin"
+	cp -a "$exe" "$ov$exe"
+	ln -sf "$(basename "$exe")" "$ov/usr/bin/python3"
+	/usr/bin/python3 -c 'import sys, os, re, shutil, subprocess, xml.etree.ElementTree
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None)
+    if f and f.startswith("/usr/lib/python3"):
+        print(f)' | sort -u | while read -r f; do
+		mkdir -p "$ov$(dirname "$f")"
+		cp -L "$f" "$ov$f"
+	done
+	for f in "$exe" "$ov"/usr/lib/python3*/lib-dynload/*.so; do
+		ldd "$f" 2>/dev/null | awk '$3 ~ /^\// { print $3 }'
+	done | sort -u | while read -r lib; do
+		tar -tf "$rootfs_tar" "./usr${lib#/usr}" >/dev/null 2>&1 && continue
+		mkdir -p "$ov/usr/lib/x86_64-linux-gnu"
+		cp -L "$lib" "$ov/usr/lib/x86_64-linux-gnu/"
+	done
+}
+
 # --- 4. The overlay: modules, the installed build, the test driver ------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdmacm-mux-vmsd.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -346,8 +385,9 @@ for u in getty-static.service getty@tty1.service serial-getty@ttyS0.service \
 done
 echo 5eb1c0de5eb1c0de5eb1c0de5eb1c0de >"$ov/etc/machine-id"
 echo vmsd >"$ov/etc/hostname"
-# --mode main: the exclusive mode, as its example file says to set it up.
-if [[ $mode == main ]]; then
+# --mode main and vms: the exclusive mode, as its example file says to set
+# it up (vms: both daemons must hold their port, whatever udev loads).
+if [[ $mode == main || $mode == vms ]]; then
 	ban=$(find "$ov" -path '*/examples/modprobe.d/rdmacm-mux-exclusive.conf' | head -n 1)
 	[[ -n $ban ]] || die "meson install put no examples/modprobe.d/rdmacm-mux-exclusive.conf"
 	mkdir -p "$ov/etc/modprobe.d"
@@ -363,6 +403,7 @@ if [[ $mode == boot-order ]]; then
 	mkdir -p "$sd/sysinit.target.wants"
 	ln -s ../vmsd-links.service "$sd/sysinit.target.wants/vmsd-links.service"
 fi
+[[ $mode != vms ]] || vmsd_python
 vm_cpio "$ov" "$work/overlay.cpio.gz"
 cat "$base_cpio" "$work/overlay.cpio.gz" >"$work/initrd"
 t_pack=$SECONDS

@@ -5,7 +5,7 @@
 # done. It checks rdmacm-mux as installed by "meson install" (the shipped
 # units, the modules-load.d file, the config file) under real systemd, udev
 # and rdma-core. The mode comes from the kernel command line
-# (vmsd.mode=main|boot-order); see vmsd-run.sh. main creates rxe0/rxe1 on a
+# (vmsd.mode=main|boot-order|pkg|vms); see vmsd-run.sh. main creates rxe0/rxe1 on a
 # veth pair (the guest's only network) after the boot; in boot-order
 # vmsd-links.service made the devices during the boot. Every check prints
 # PASS/FAIL on the serial console; the last line is "VMTEST-RESULT
@@ -708,10 +708,133 @@ pkg_mode() {
 	check "... and it was the only thing left" same_files /tmp/files-before
 }
 
+# ---- mode vms ------------------------------------------------------------------
+# The libvirt hook of examples/libvirt, as libvirt runs it (/etc/libvirt/
+# hooks/qemu DOMAIN OP SUBOP -, the domain's XML on stdin), on the example
+# domain pointed at rxe0 (the plain unit, whose .vm directory is a link into
+# its RuntimeDirectory) and at rxe1 (the templated unit, whose .vm directory
+# is a RuntimeDirectory of its own). Each VM's QEMU connects on the socket
+# its domain names; a neighbour under the same uid cannot take its GID; and
+# "systemctl restart" of both keeps the VMs, their sockets, their GIDs and
+# their established connection.
+HOOK=/etc/libvirt/hooks/qemu
+
+# domain_xml NAME DEV GID: the example domain for VM NAME on DEV, its GID.
+domain_xml() {
+	sed -e "s/<name>web-1</<name>$1</" -e "s|/web-1\.sock|/$1.sock|" -e "s/mlx5_0/$2/g" \
+		-e "s/fe80::5054:ff:fe12:3456/$3/" -e '/::ffff:10\.0\.1\.5/d' \
+		"$(find / -xdev -path '*/examples/libvirt/domain.xml' | head -n 1)"
+}
+# The socket path QEMU's -chardev names in the domain XML FILE.
+chardev_path() { sed -n 's/.*socket,path=\([^,]*\),.*/\1/p' "$1"; }
+# vm_json DEV: rdmacm-muxctl vms --json of DEV's daemon, on one line.
+vm_json() { rdmacm-muxctl --socket "/run/rdmacm-mux-$1-1" vms --json; }
+# vm_registered DEV NAME GID: the daemon says NAME's GID is registered.
+vm_registered() {
+	vm_json "$1" | grep -q "\"name\":\"$2\".*\"gid\":\"$3\",\"registered\":true"
+}
+inode() { stat -L -c %i "$1"; }
+
+vms_mode() {
+	local rc out path0 path1 qe_pid qs_pid ino0 ino1 t=/tmp/vms
+
+	echo "=== the libvirt hook, installed as $HOOK"
+	mkdir -p /etc/libvirt/hooks $t
+	install -m 0755 "$(find / -xdev -path '*/examples/libvirt/qemu-hook' | head -n 1)" $HOOK
+	check "the hook is in place, and python3 runs it" \
+		eval '[ -x $HOOK ] && python3 -c "import xml.etree.ElementTree"'
+	# The example domain, for the daemons of rxe0 and rxe1.
+	domain_xml web-1 rxe0 $G11 >$t/web-1.xml
+	domain_xml db-1 rxe1 $G21 >$t/db-1.xml
+	path0=$(chardev_path $t/web-1.xml)
+	path1=$(chardev_path $t/db-1.xml)
+	info "web-1's QEMU connects to $path0, db-1's to $path1"
+	systemctl start $UNIT rdmacm-mux@rxe1-1.service
+	check "rdmacm-mux.service (rxe0) and rdmacm-mux@rxe1-1 started" [ $? -eq 0 ]
+
+	echo "=== prepare: libvirt is about to start web-1 and db-1"
+	# QEMU runs as libvirt-qemu on Debian; this rootfs has no such user.
+	for d in web-1 db-1; do
+		RDMACM_MUX_QEMU_USER=nobody $HOOK $d prepare begin - <$t/$d.xml >$t/$d.hook 2>&1
+		rc=$?
+		check "the hook's prepare for $d exited 0" [ $rc -eq 0 ]
+		indent <$t/$d.hook
+	done
+	check "web-1's socket is where its domain says, a link into the plain unit's RuntimeDirectory" \
+		eval '[ -S $path0 ] && [ "$(readlink /run/rdmacm-mux-rxe0-1.vm)" = rdmacm-mux/rxe0-1.vm ]'
+	check "db-1's socket is in the templated unit's RuntimeDirectory" \
+		eval '[ -S $path1 ] && [ "$(prop rdmacm-mux@rxe1-1.service RuntimeDirectory)" = rdmacm-mux-rxe1-1.vm ]'
+	check "the sockets are QEMU's user's, mode 0600" \
+		eval '[ "$(stat -L -c %U:%a $path0)" = nobody:600 ] && [ "$(stat -L -c %U:%a $path1)" = nobody:600 ]'
+	ino0=$(inode $path0)
+	ino1=$(inode $path1)
+
+	echo "=== web-1's QEMU connects to db-1's through their sockets"
+	$B/rdmacm-mux-qemu-client -S "$path1" -g $G21 -n db-1 serve -c 2 -t 150 >$t/qs.out 2>&1 &
+	qs_pid=$!
+	check "db-1's QEMU registered $G21 on its socket" wait_for 20 has $t/qs.out "registered $G21"
+	$B/rdmacm-mux-qemu-client -S "$path0" -g $G11 -n web-1 connect $G21 --hold 150000 \
+		>$t/qe.out 2>&1 &
+	qe_pid=$!
+	check "web-1's connection to db-1 is established" wait_for 30 has $t/qe.out "connection 1 established"
+	# A neighbour, same uid: on the shared socket, and on db-1's socket.
+	$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G11 -n thief connect $G21 >$t/thief.out 2>&1
+	check "a client of the shared socket cannot take web-1's GID (EACCES)" \
+		has $t/thief.out "REG $G11 failed: err_code 3"
+	vm_json rxe0 >$t/vms0.json
+	check "rdmacm-muxctl vms: web-1's GID is registered, the refusal counted" \
+		eval 'vm_registered rxe0 web-1 $G11 && grep -q "\"other-vm\":1" $t/vms0.json'
+	rdmacm-muxctl --socket $SOCK0 vms | indent
+
+	echo "=== systemctl restart of both daemons"
+	systemctl restart $UNIT rdmacm-mux@rxe1-1.service
+	check "systemctl restart returned 0" [ $? -eq 0 ]
+	check "both daemons took their VMs over" \
+		eval 'journalctl -b -o cat --no-pager -u $UNIT | grep -q "took over 1 VMs" &&
+		      journalctl -b -o cat --no-pager -u rdmacm-mux@rxe1-1.service | grep -q "took over 1 VMs"'
+	check "the VMs kept their sockets (the same files)" \
+		eval '[ "$(inode $path0)" = "$ino0" ] && [ "$(inode $path1)" = "$ino1" ]'
+	check "after the restart web-1 and db-1 still hold their GIDs" \
+		eval 'vm_registered rxe0 web-1 $G11 && vm_registered rxe1 db-1 $G21'
+	$B/rdmacm-mux-qemu-client -S $SOCK0 -g $G11 -n thief2 connect $G21 >$t/thief2.out 2>&1
+	check "after the restart the shared socket still cannot take web-1's GID" \
+		has $t/thief2.out "REG $G11 failed: err_code 3"
+	$B/rdmacm-mux-qemu-client -S "$path1" -g $G22 -n db-1-other connect $G11 >$t/other.out 2>&1
+	check "nor may db-1's socket register a GID db-1 was not given" \
+		has $t/other.out "REG $G22 failed: err_code 3"
+	kill -USR1 "$qe_pid"
+	wait "$qe_pid"
+	rc=$?
+	check "web-1's connection closed through the new daemons, its socket never closed (exit $rc)" \
+		eval '[ $rc -eq 0 ] && has $t/qe.out "connection 1 closed"'
+	indent <$t/qe.out
+	# A new connection on web-1's socket, as after a QEMU restart.
+	$B/rdmacm-mux-qemu-client -S "$path0" -g $G11 -n web-1-again connect $G21 >$t/again.out 2>&1
+	check "a new QEMU on web-1's socket registers and connects" \
+		has $t/again.out "connection 1 established with $G21"
+	wait "$qs_pid"
+
+	echo "=== release: libvirt is done with web-1 and db-1"
+	for d in web-1 db-1; do
+		RDMACM_MUX_QEMU_USER=nobody $HOOK $d release end - <$t/$d.xml >$t/$d.hook 2>&1
+		check "the hook's release for $d exited 0" [ $? -eq 0 ]
+		indent <$t/$d.hook
+	done
+	check "the VMs and their sockets are gone" \
+		eval '[ ! -e $path0 ] && [ ! -e $path1 ] && ! vm_json rxe0 | grep -q web-1'
+	systemctl stop $UNIT rdmacm-mux@rxe1-1.service
+	check "stopped; the .vm link and directory are gone" \
+		eval '[ ! -L /run/rdmacm-mux-rxe0-1.vm ] && [ ! -e /run/rdmacm-mux-rxe1-1.vm ]'
+}
+
 case $MODE in
 main)
 	setup
 	main_mode
+	;;
+vms)
+	setup
+	vms_mode
 	;;
 boot-order) boot_order_mode ;;
 pkg)
