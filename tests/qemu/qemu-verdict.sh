@@ -134,6 +134,8 @@ connected() {
 
 echo "qemu: --- S: Debian's stock QEMU 7.2, mad-chardev (compatibility) ---"
 check "S: QEMU realized the pvrdma device on rxe0" '^guestS\| .*rdma: Initializing device pvrdma'
+check "S: QEMU came in on its VM's own socket (vms.d guestS)" \
+	'^muxA\| rdmacm-mux: client [0-9]+ connected on fd [0-9]+: .*, VM guestS$'
 # REG: QEMU traces each GID it adds (rdma_backend_gid_change), then its
 # request to the mux and the mux's answer (rdmacm_mux_check_op_status).
 regs=$(awk '/^traceS\| rdma_backend_gid_change add / { g = $4 " " $5; next }
@@ -178,7 +180,10 @@ check_not_in "$term" "S: the new daemon never registered S's GIDs (stock QEMU do
 check "S: the guest finished its steps" '^guestS\| .*INNER-DONE rc=0'
 
 echo "qemu: --- P: QEMU 7.2 with contrib/qemu's patches, mad-socket through librdmacm-mux ---"
-check "P: QEMU connected through librdmacm-mux" '^traceP\| rdmacm_mux_lib_connected /run/rdmacm-mux-rxe0-1: '
+check "P: QEMU came in on its VM's own socket (vms.d guestP)" \
+	'^muxA\| rdmacm-mux: client [0-9]+ connected on fd [0-9]+: .*, VM guestP$'
+check "P: QEMU connected through librdmacm-mux" \
+	'^traceP\| rdmacm_mux_lib_connected /run/rdmacm-mux-rxe0-1\.vm/guestP\.sock: '
 for g in 'subnet=0xfe80000000000000, ifid=0x505400fffe123457' \
 	'subnet=0xfec0000000000000, ifid=0x505400fffe123457' 'subnet=0x0, ifid=0xffff0a00030f'; do
 	check_in "$before_term" "P: REG through the library accepted: $g" \
