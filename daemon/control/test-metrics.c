@@ -4,8 +4,10 @@
  * the format says, whatever the device is called; the page of a snapshot
  * reads back with the tests' strict reader (tests/support/prom-text.h)
  * with every counter exactly once, and with promtool where it is
- * installed; its size does not depend on the numbers; and a snapshot of a relay driven in-process (relay-driver.h)
- * counts its clients, queues and sessions.
+ * installed; its size does not depend on the numbers, and grows with the
+ * VMs by the same series per VM and no more; and a snapshot of a relay
+ * driven in-process (relay-driver.h) counts its clients, queues and
+ * sessions.
  */
 #include <arpa/inet.h>
 #include <gio/gio.h>
@@ -268,6 +270,131 @@ UNIT_TEST("/metrics/bounded", test_bounded)
 	g_assert_cmpuint(strlen(text_big), <, 32 * 1024);
 	g_test_message("page: %zu bytes, %u families, %u samples", strlen(text_big),
 		       pb->families->len, pb->samples->len);
+}
+
+/* ---- per VM ---- */
+
+/* @n VMs (vm-0, vm-1, ...) and vm="" in @m, each counter of VM k a value
+ * of its own: 100000 * (k + 1) + the counter's place. */
+static void snapshot_vms(MetricsSnapshot *m, unsigned n, char names[][16])
+{
+	m->vms = g_array_new(FALSE, TRUE, sizeof(MetricsVm));
+	for (unsigned k = 0; k <= n; k++) {
+		MetricsVm v = { .name = k ? names[k - 1] : "", .clients = k, .sessions = 2 * k,
+				.gids = 3 * k };
+		uint64_t *words = (uint64_t *)&v.counters;
+
+		if (k)
+			snprintf(names[k - 1], 16, "vm-%u", k - 1);
+		for (size_t i = 0; i < sizeof(v.counters) / sizeof(uint64_t); i++)
+			words[i] = 100000u * (k + 1) + i;
+		g_array_append_val(m->vms, v);
+	}
+}
+
+UNIT_TEST("/metrics/vms", test_vms)
+{
+	static const char *const groups[] = { "cm_tx_msgs", "cm_tx_retries", "cm_rx_msgs",
+					      "cm_rx_duplicates" };
+	char names[2][16];
+	MetricsSnapshot m;
+	g_autoptr(PromPage) p = NULL;
+
+	snapshot_fill(&m, "mlx5_0");
+	snapshot_vms(&m, 2, names);
+	p = format_and_read(&m, NULL);
+	for (unsigned k = 0; k <= 2; k++) {
+		const MetricsVm *v = &g_array_index(m.vms, MetricsVm, k);
+
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_vm_clients",
+						  (const char *const[]){ "vm", v->name, NULL }),
+				  ==, k);
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_vm_gids",
+						  (const char *const[]){ "vm", v->name, NULL }),
+				  ==, 3 * k);
+		/* The kernel's groups, with its attribute names. */
+		for (int g = 0; g < VM_CM_GROUP_COUNT; g++) {
+			g_autofree char *name = g_strdup_printf("rdmacm_mux_%s_total", groups[g]);
+
+			g_assert_cmpfloat(prom_page_value(p, name,
+							  (const char *const[]){ "vm", v->name,
+										 "attribute", "sidr_req",
+										 NULL }),
+					  ==, v->counters.cm[g][CM_IDX_SIDR_REQ]);
+			/* No "other": the kernel has none, and the relay never counts one. */
+			g_assert_cmpuint(prom_page_find(p, name,
+							(const char *const[]){ "attribute", "other",
+									       NULL },
+							NULL),
+					 ==, 0);
+		}
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_vm_gid_refused_total",
+						  (const char *const[]){ "vm", v->name, "reason",
+									 "other-vm", NULL }),
+				  ==, v->counters.gid_refused[VM_REFUSAL_OTHER_VM]);
+		g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_vm_connections_refused_total",
+						  (const char *const[]){ "vm", v->name, NULL }),
+				  ==, v->counters.clients_refused);
+	}
+	metrics_snapshot_clear(&m);
+}
+
+/* The page grows by the same series for each VM, and by nothing else. */
+UNIT_TEST("/metrics/vms-bounded", test_vms_bounded)
+{
+	g_autofree char *one_text = NULL, *many_text = NULL;
+	g_autoptr(PromPage) one = NULL, many = NULL;
+	char names[256][16];
+	MetricsSnapshot a, b;
+	unsigned per_vm;
+
+	snapshot_fill(&a, "mlx5_0");
+	snapshot_fill(&b, "mlx5_0");
+	snapshot_vms(&a, 1, names);
+	snapshot_vms(&b, 256, names);
+	one = format_and_read(&a, &one_text);
+	many = format_and_read(&b, &many_text);
+	g_assert_cmpuint(many->families->len, ==, one->families->len);
+	/* vm=""'s and one VM's series, against 256 VMs'. */
+	g_assert_cmpuint((many->samples->len - one->samples->len) % 255, ==, 0);
+	per_vm = (many->samples->len - one->samples->len) / 255;
+	g_assert_cmpuint(per_vm, ==, 3 + VM_CM_GROUP_COUNT * (CM_IDX_COUNT - 1) + VM_REFUSAL_COUNT + 1);
+	g_assert_cmpuint(strlen(many_text) - strlen(one_text), <, 255u * 6 * 1024);
+	g_test_message("%u series and %zu bytes per VM", per_vm,
+		       (strlen(many_text) - strlen(one_text)) / 255);
+	metrics_snapshot_clear(&a);
+	metrics_snapshot_clear(&b);
+}
+
+/* promtool takes a page with VMs too. */
+UNIT_TEST("/metrics/vms-promtool", test_vms_promtool)
+{
+	g_autofree char *promtool = g_find_program_in_path("promtool");
+	g_autofree char *out = NULL, *err_text = NULL;
+	g_autoptr(GString) page = g_string_new(NULL);
+	g_autoptr(GSubprocess) proc = NULL;
+	g_autoptr(GError) err = NULL;
+	char names[3][16];
+	MetricsSnapshot m;
+
+	if (!promtool) {
+		g_test_skip("promtool is not installed (Debian package prometheus)");
+		return;
+	}
+	snapshot_fill(&m, "mlx5_0");
+	snapshot_vms(&m, 3, names);
+	metrics_format(&m, page);
+	metrics_snapshot_clear(&m);
+	proc = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+					G_SUBPROCESS_FLAGS_STDERR_PIPE,
+				&err, promtool, "check", "metrics", NULL);
+	g_assert_no_error(err);
+	g_assert_true(g_subprocess_communicate_utf8(proc, page->str, NULL, &out, &err_text, &err));
+	g_assert_no_error(err);
+	if (!g_subprocess_get_if_exited(proc) || g_subprocess_get_exit_status(proc) != 0 || *out ||
+	    *err_text)
+		g_error("promtool check metrics refused the page:\n%s%s\n---\n%s", out, err_text,
+			page->str);
 }
 
 /* ---- a snapshot of a relay ---- */
