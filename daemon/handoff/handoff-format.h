@@ -106,6 +106,9 @@
  * and sections are ignored), and 1, the raw layout of 0.1.0
  * ("RMUXSTAT"/"RMUXSESS" version 1, handoff-legacy.c).
  *
+ * Minors: 2.0; 2.1 appends last_tx and last_rx to a session record (100
+ * bytes) and adds the VMS section.
+ *
  * How to change it:
  *  - a counter: add it to RelayCounters and its name to handoff-format.c
  *    (a static assert counts them). Nothing else: counters go by name.
@@ -136,9 +139,9 @@
 #define HANDOFF_MAJOR 2u
 #ifdef RDMACM_MUX_HANDOFF_FUTURE
 /* The test-only "future" build (meson option handoff_future). */
-#define HANDOFF_MINOR 1u
+#define HANDOFF_MINOR 2u
 #else
-#define HANDOFF_MINOR 0u
+#define HANDOFF_MINOR 1u
 #endif
 #define HANDOFF_PAGE 4096u
 #define HANDOFF_HEADER_SIZE 256u

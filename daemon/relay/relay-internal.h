@@ -155,13 +155,6 @@ struct Relay {
 	 * without a VM when there are none. */
 	RelayVms vms;
 	VmCounters vm_none;
-	/* The last MAD each way of every session (by handle), for the ib_cm
-	 * groups' retries and duplicates: beside the table, not in it, so that
-	 * the sessions' memfd keeps its layout (8 bytes a session). A
-	 * successor starts empty. [2 * (handle - 1) + rx]: the attribute's
-	 * index + 1 in the top 4 bits, the TID's low 28 bits below; 0: none. */
-	uint32_t *seen;
-	uint32_t n_seen;
 };
 
 /* ---- handoff-relay.c: keeping the hand-off state current ---- */
@@ -331,36 +324,29 @@ void relay_vm_detach(Relay *r, RelayClient *c);
  * under --gid-policy=assigned).
  */
 int relay_vm_check_reg(Relay *r, RelayClient *c, const uint8_t gid[GID_LEN]);
-/* Make room for the session @h in the seen arrays. Return: false when
- * out of memory (then it is not followed). */
-bool relay_vm_seen_grow(Relay *r, uint32_t h);
-/* A new session @h: nothing seen yet. */
-static inline void relay_vm_seen_reset(Relay *r, uint32_t h)
-{
-	if (h && (h <= r->n_seen || relay_vm_seen_grow(r, h)))
-		r->seen[2 * (h - 1)] = r->seen[2 * (h - 1) + 1] = 0;
-}
-
 /*
  * Count a MAD of @c in its VM's ib_cm groups: @rx false for one it sent,
  * true for one delivered to it; @h its session (0: none), @tid_low the low
  * half of its TID as the client sent it (before any rewrite) or the wire
  * brought it. The same attribute with the same TID as the session's last
- * MAD that way is a retry (tx) or a duplicate (rx). The TID's high half
- * is the sending kernel's (its MAD agent's hi_tid): it changes with the
- * agent, not with the message. Every MAD comes here: a load, a store or
- * two, one cache line of the session's.
+ * MAD that way (Session.last_tx, last_rx: in the record, which survives a
+ * restart) is a retry (tx) or a duplicate (rx). The TID's high half is the
+ * sending kernel's (its MAD agent's hi_tid): it changes with the agent,
+ * not with the message. Every MAD comes here: a load and a store in the
+ * session's record, which the MAD's path has touched already.
  */
 static inline void relay_vm_count(Relay *r, RelayClient *c, uint32_t h, uint16_t attr,
 				  uint32_t tid_low, bool rx)
 {
 	CmAttrIndex i = cm_attr_to_index(attr);
 	uint32_t mark = (uint32_t)(i + 1) << 28 | (tid_low & 0x0fffffffu), *last;
+	Session *s;
 
 	c->vmc->cm[rx ? VM_CM_RX_MSGS : VM_CM_TX_MSGS][i]++;
-	if (!h || (h > r->n_seen && !relay_vm_seen_grow(r, h)))
+	s = h ? session_table_get(r->sessions, h) : NULL;
+	if (!s)
 		return;
-	last = &r->seen[2 * (h - 1) + rx];
+	last = rx ? &s->last_rx : &s->last_tx;
 	if (*last == mark)
 		c->vmc->cm[rx ? VM_CM_RX_DUPLICATES : VM_CM_TX_RETRIES][i]++;
 	else

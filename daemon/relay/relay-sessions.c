@@ -129,7 +129,6 @@ uint32_t relay_session_new(Relay *r, RelayClient *c, SessionState state, uint64_
 	if (h) {
 		r->counters->sessions_created++;
 		c->stats.sessions = c->sessions.count;
-		relay_vm_seen_reset(r, h);
 	}
 	return h;
 }
@@ -169,7 +168,6 @@ uint32_t relay_session_new_remote(Relay *r, RelayClient *c, SessionState state,
 	relay_peer_half_open_add(r, &k, +1);
 	r->counters->sessions_created++;
 	c->stats.sessions = c->sessions.count;
-	relay_vm_seen_reset(r, h);
 	return h;
 }
 

@@ -2,9 +2,9 @@
 /*
  * Owns the relay's side of the VMs' assignments (vm-table.h): which VM a
  * connection belongs to and the bound on each VM's connections, the check
- * before every REG, taking GIDs back when an assignment changes, the
- * disconnection of a removed VM's clients, and the per-session memory
- * behind the ib_cm groups' retries and duplicates.
+ * before every REG, taking GIDs back when an assignment changes, and the
+ * disconnection of a removed VM's clients. (The per-MAD count in the
+ * ib_cm groups is relay_vm_count(), inline in relay-internal.h.)
  */
 #include <glib.h>
 #include <string.h>
@@ -205,17 +205,4 @@ unsigned relay_drop_vm_clients(Relay *r, const VmEntry *vm)
 		relay_drop_client(r, c, "its VM was removed (rdmacm-muxctl vm del)");
 	}
 	return gone->len;
-}
-
-bool relay_vm_seen_grow(Relay *r, uint32_t h)
-{
-	uint32_t n = MAX(h, MAX(r->n_seen * 2, 1024u));
-	uint32_t *seen = g_try_renew(uint32_t, r->seen, (gsize)n * 2);
-
-	if (!seen)
-		return false;
-	r->seen = seen;
-	memset(r->seen + (size_t)r->n_seen * 2, 0, (size_t)(n - r->n_seen) * 2 * sizeof(uint32_t));
-	r->n_seen = n;
-	return true;
 }

@@ -812,7 +812,6 @@ void relay_free(Relay *r)
 	handoff_state_free(r->handoff);
 	if (r->half_open_peers)
 		g_hash_table_destroy(r->half_open_peers);
-	g_free(r->seen);
 	umad_port_close(r->port);
 	sd_event_unref(r->event);
 	g_free(r);

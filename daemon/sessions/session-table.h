@@ -118,6 +118,12 @@ typedef struct Session {
 	uint16_t reserved2;
 	uint8_t local_gid[GID_LEN]; /* our client's GID in this session */
 	uint8_t peer_gid[GID_LEN];  /* the remote end's GID, zero if unknown */
+	/* The last MAD each way (the client's, the peer's), for the ib_cm
+	 * groups' retries and duplicates (relay-vms): the attribute's index + 1
+	 * in the top 4 bits, the TID's low 28 bits below. 0: none seen, as a
+	 * record of format 2.0 reads. */
+	uint32_t last_tx;
+	uint32_t last_rx;
 #ifdef RDMACM_MUX_HANDOFF_FUTURE
 	uint32_t future_field; /* the test-only "future" build's appended field */
 #endif
@@ -141,11 +147,13 @@ SESSION_ASSERT_FIELD(flags, 54, 1);
 SESSION_ASSERT_FIELD(peer_lid, 56, 2);
 SESSION_ASSERT_FIELD(local_gid, 60, 16);
 SESSION_ASSERT_FIELD(peer_gid, 76, 16);
+SESSION_ASSERT_FIELD(last_tx, 92, 4);
+SESSION_ASSERT_FIELD(last_rx, 96, 4);
 #ifdef RDMACM_MUX_HANDOFF_FUTURE
-SESSION_ASSERT_FIELD(future_field, 92, 4);
-_Static_assert(sizeof(Session) == 96, "a future session record is 96 bytes");
+SESSION_ASSERT_FIELD(future_field, 100, 4);
+_Static_assert(sizeof(Session) == 104, "a future session record is 104 bytes");
 #else
-_Static_assert(sizeof(Session) == 92, "a session record is 92 bytes");
+_Static_assert(sizeof(Session) == 100, "a session record is 100 bytes");
 #endif
 
 /* The per-client list of sessions; the client owns it. */

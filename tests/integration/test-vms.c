@@ -914,6 +914,44 @@ UNIT_FIXTURE_TEST("/vms/metrics", NULL, fixture_setup, test_metrics)
 	close(qa);
 }
 
+/* Across a restart the ib_cm groups go on: the VM's counts come back
+ * (the VMs' section of the hand-off state), and a REQ its CM sends again
+ * after the restart is a retry, a REP the peer sends again a duplicate
+ * (each session's record keeps its last MAD each way). */
+UNIT_FIXTURE_TEST("/vms/metrics-restart", supervised_opts, fixture_setup, test_metrics_restart)
+{
+	g_autoptr(JsonNode) v = NULL;
+	struct rdmacm_mux_inbound in;
+	struct rdmacm_mux_msg m;
+	uint8_t req[256], rep[256];
+	int qa;
+	(void)data;
+
+	vm_add(f->da, "a", GID_A);
+	qa = qemu_connect_vm(f->da, "a");
+	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	mad_build_req(req, 0x42, f->a, f->peer->gid, 0x4242);
+	qemu_send(qa, f->a, req);
+	vm_expect(f->peer, CM_REQ, &in);
+	mad_build(rep, CM_REP, 0x77, mad_local(in.mad), 0x5151);
+	g_assert_cmpint(vm_send(f->peer, f->a, rep), ==, 0);
+	qemu_expect(qa, f->a, CM_REP, &m);
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_restart(f->da);
+	qemu_send(qa, f->a, req);
+	vm_expect(f->peer, CM_REQ, &in);
+	g_assert_cmpint(vm_send(f->peer, f->a, rep), ==, 0);
+	qemu_expect(qa, f->a, CM_REP, &m);
+
+	v = vms_json(f->da);
+	g_assert_cmpint(vm_counter(v, "a", "cm_tx_msgs", "req"), ==, 2);
+	g_assert_cmpint(vm_counter(v, "a", "cm_tx_retries", "req"), ==, 1);
+	g_assert_cmpint(vm_counter(v, "a", "cm_rx_msgs", "rep"), ==, 2);
+	g_assert_cmpint(vm_counter(v, "a", "cm_rx_duplicates", "rep"), ==, 1);
+	close(qa);
+}
+
 /* ---- the libvirt hook ---- */
 
 /* The example domain, pointed at @d instead of mlx5_0's daemon. */
