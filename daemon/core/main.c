@@ -316,6 +316,18 @@ static int parse_options(int argc, char **argv, Options *o)
 			return -EINVAL;
 		}
 	}
+	/* The VMs' state keeps the paths, and a successor refuses a relative
+	 * one: it may run elsewhere (systemd starts us in /). */
+	char **dirs[] = { &o->vm_dir, &o->vms_dir };
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (*dirs[i] && !g_path_is_absolute(*dirs[i])) {
+			char *abs = g_canonicalize_filename(*dirs[i], NULL);
+
+			g_free(*dirs[i]);
+			*dirs[i] = abs;
+		}
+	}
 	if (o->gid_policy) {
 		VmGidPolicy p;
 
