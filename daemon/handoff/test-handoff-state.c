@@ -19,6 +19,7 @@
 #include "handoff-sessions.h"
 #include "handoff-state.h"
 #include "relay.h"
+#include "vm-state.h"
 #include "unit-test.h"
 
 static const uint32_t timeouts[SESSION_TIMER_COUNT] = { 0, 30000, 10000, 10000 };
@@ -98,6 +99,61 @@ static HandoffClientSlot *slot_must(HandoffState *s, uint32_t id)
 	return slot;
 }
 
+/* The VMs the manifest's "vm NAME gids G,..." lines list are exactly the
+ * ones in the state's VMS section; a manifest without them (0.1.0's, or
+ * written before VMs were kept) has no such section. */
+static void check_golden_vms(int state_fd, char **lines)
+{
+	g_autoptr(GBytes) bytes = NULL;
+	g_autoptr(VmState) vs = NULL;
+	g_autoptr(GString) err = g_string_new(NULL);
+	const char *why = NULL;
+	unsigned listed = 0;
+	int peeked;
+	gsize len;
+	const uint8_t *data;
+
+	/* 0.1.0's raw layout is no state of this format: refused, no VMs. */
+	peeked = handoff_state_vms_peek(state_fd, "simA", 1, &bytes, &why);
+	for (char **l = lines; *l; l++) {
+		g_auto(GStrv) w = g_strsplit(*l, " ", -1);
+		g_auto(GStrv) gids = NULL;
+		const VmStateVm *vm = NULL;
+
+		if (g_strv_length(w) != 4 || strcmp(w[0], "vm") != 0)
+			continue;
+		if (!vs) {
+			if (peeked != 0)
+				g_error("the state's VMs cannot be read: %s", why);
+			g_assert_nonnull(bytes);
+			data = g_bytes_get_data(bytes, &len);
+			if (vm_state_read(data, len, &vs, err) != 0)
+				g_error("the VMs' state does not read: %s", err->str);
+			if (vs->dropped->len > 0)
+				g_error("the VMs' state dropped: %s",
+					(const char *)g_ptr_array_index(vs->dropped, 0));
+		}
+		for (guint i = 0; i < vs->vms->len && !vm; i++)
+			if (strcmp(g_array_index(vs->vms, VmStateVm, i).spec.name, w[1]) == 0)
+				vm = &g_array_index(vs->vms, VmStateVm, i);
+		if (!vm)
+			g_error("VM %s is not in the state", w[1]);
+		gids = g_strsplit(w[3], ",", -1);
+		g_assert_cmpuint(vm->spec.n_gids, ==, g_strv_length(gids));
+		for (guint k = 0; gids[k]; k++) {
+			uint8_t gid[16];
+
+			g_assert_cmpint(inet_pton(AF_INET6, gids[k], gid), ==, 1);
+			g_assert_cmpmem(vm->spec.gids[k], 16, gid, 16);
+		}
+		listed++;
+	}
+	if (listed == 0)
+		g_assert_null(bytes);
+	else
+		g_assert_cmpuint(vs->vms->len, ==, listed);
+}
+
 /* Take over the files in @dir as the daemon does, and check every item
  * its manifest lists came through. */
 static void check_golden(const char *dir)
@@ -117,6 +173,8 @@ static void check_golden(const char *dir)
 	bool converted;
 	int state_fd, sessions_fd, table_fd;
 
+	/* The writer's --max-vms 2, where its version keeps VMs. */
+	shape.vms_bytes = (uint32_t)vm_state_room(2);
 	g_assert_true(g_file_get_contents(man_path, &man, NULL, NULL));
 	lines = g_strsplit(man, "\n", -1);
 	for (char **l = lines; *l; l++) {
@@ -195,6 +253,7 @@ static void check_golden(const char *dir)
 	}
 	g_assert_cmpuint(clients, >=, 4);
 	g_assert_cmpuint(sessions, ==, session_table_count(t));
+	check_golden_vms(state_fd, lines);
 	g_assert_cmpuint(owners.lists[4].half_open, ==, 1);
 	session_table_free(t);
 	if (table_fd != sessions_fd)

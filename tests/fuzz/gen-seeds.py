@@ -326,7 +326,10 @@ if os.path.isdir(GOLDEN):
     dup[4096 + 512 + 56:4096 + 512 + 112] = dup[4096 + 512:4096 + 512 + 56]   # slot 1 = slot 0
     write("handoff", "v010-duplicated-client", handoff(bytes(dup), se, sts, ses))
 
-    st, se, sts, ses = golden("unreleased-2.0")
+    st, se, sts, ses = golden("0.2.0")
+    write("handoff", "v020-whole", handoff(st, se, sts, ses))
+
+    st, se, sts, ses = golden("dev-2.0")
     write("handoff", "v2-whole", handoff(st, se, sts, ses))
     write("handoff", "v2-truncated", handoff(st[:5000], se[:4096], 5000, 4096))
     es = entries(st)
@@ -392,7 +395,7 @@ write("vms", "state-bad-checksum", b"\3" + vm_state(record(1, db))[:20] + b"\0\0
 
 # ---- handoff: a 2.0 state with the VMs' section (type 5, two copies) ----
 if os.path.isdir(GOLDEN):
-    st, se, sts, ses = golden("unreleased-2.0")
+    st, se, sts, ses = golden("dev-2.0")
     room = 512
     rec = 16 + room
     copies = bytearray(2 * rec)

@@ -28,6 +28,7 @@
 #include "unit-test.h"
 
 #define N_Q 3 /* half-open, established, closing */
+#define GOLDEN_VM_GID "::ffff:10.0.1.5" /* the one GID of the golden files' VM */
 
 typedef struct Fixture {
 	Fabric *fabric;
@@ -441,7 +442,15 @@ static void gid_text(const uint8_t gid[IB_GID_LEN], char buf[64])
  */
 static int write_golden(const char *dir, const char *kind)
 {
-	const char *const extra[] = { "--max-clients", "8", "--max-gids", "2", NULL };
+	/* Versions that keep VMs (all but 0.1.0) write one, from a vms.d file. */
+	const bool vms = strcmp(kind, "0.1.0") != 0;
+	g_autofree char *vms_dir = g_build_filename(dir, "vms.d", NULL);
+	g_autofree char *vms_conf = g_build_filename(vms_dir, "golden.conf", NULL);
+	g_autofree char *vms_opt = g_strdup_printf("--vms-dir=%s", vms_dir);
+	const char *const extra_010[] = { "--max-clients", "8", "--max-gids", "2", NULL };
+	const char *const extra_vms[] = { "--max-clients", "8", "--max-gids", "2",
+					  "--max-vms",	   "2", vms_opt,       NULL };
+	const char *const *extra = vms ? extra_vms : extra_010;
 	g_autoptr(GString) man = g_string_new(NULL);
 	g_autofree char *man_path = g_build_filename(dir, "manifest", NULL);
 	struct rdmacm_mux_inbound in;
@@ -452,7 +461,8 @@ static int write_golden(const char *dir, const char *kind)
 	size_t size;
 	Vm *lib, *peer;
 
-	g_mkdir_with_parents(dir, 0755);
+	g_mkdir_with_parents(vms_dir, 0755);
+	g_assert_true(g_file_set_contents(vms_conf, "gid = " GOLDEN_VM_GID "\n", -1, NULL));
 	fixture_start(f, kind, extra);
 	/* Client 1 also holds a second GID. */
 	gid_parse("::ffff:10.0.1.9", second);
@@ -494,6 +504,8 @@ static int write_golden(const char *dir, const char *kind)
 	g_string_append(man, "counter tx.REQ 3\ncounter tx.RTU 2\ncounter tx.DREQ 1\n"
 			     "counter rx.REP 2\ncounter rx.REQ 1\ncounter reg_ok 5\n"
 			     "counter clients_accepted 4\n");
+	if (vms)
+		g_string_append(man, "vm golden gids " GOLDEN_VM_GID "\n");
 	write_file(dir, "state", supervisor_stored_fd(f->sup, "state"), &size);
 	g_string_append_printf(man, "size state %zu\n", size);
 	write_file(dir, "sessions", supervisor_stored_fd(f->sup, "sessions"), &size);
@@ -502,6 +514,8 @@ static int write_golden(const char *dir, const char *kind)
 	vm_free(peer);
 	vm_free(lib);
 	fixture_teardown(f, NULL);
+	g_assert_cmpint(g_unlink(vms_conf), ==, 0);
+	g_assert_cmpint(g_rmdir(vms_dir), ==, 0);
 	return 0;
 }
 
