@@ -17,7 +17,7 @@ build=${BUILD_DIR:-build}
 if [[ ! -f $build/build.ninja ]]; then
 	meson setup "$build" >/dev/null
 fi
-ninja -C "$build" daemon/rdmacm-mux examples/rdmacm-mux-pingpong \
+ninja -C "$build" daemon/rdmacm-mux examples/rdmacm-mux-pingpong tools/rdmacm-muxctl \
 	tests/sim/umad-sim tests/sim/libumad-sim.so >/dev/null
 
 mux=$root/$build/daemon/rdmacm-mux
@@ -66,8 +66,14 @@ vm() { # name socket gid args...
 	"$pingpong" -n "$name" -S "$sock" -g "$gid" "$@"
 }
 
+muxctl=$root/$build/tools/rdmacm-muxctl
+say "The operator assigns b1 its GID on host B: rdmacm-muxctl vm add b1 --gid ::ffff:10.0.2.1"
+"$muxctl" -d simB -s "$work/mux" vm add b1 --gid ::ffff:10.0.2.1 | sed 's/^/   /'
+vm_sock_b1=$sock_b.vm/b1.sock
+echo "   b1 connects on its own socket, $vm_sock_b1"
+
 say "VMs b1-b4 on host B and a4 on host A serve; b4 rejects service 0x1060bad"
-vm b1 "$sock_b" ::ffff:10.0.2.1 serve -c 2 &
+vm b1 "$vm_sock_b1" ::ffff:10.0.2.1 serve -c 2 &
 servers=($!)
 vm b2 "$sock_b" ::ffff:10.0.2.2 serve -c 1 &
 servers+=($!)
@@ -78,9 +84,15 @@ servers+=($!)
 vm a4 "$sock_a" ::ffff:10.0.1.4 serve -c 1 &
 servers+=($!)
 sleep 0.5
+status=0
+
+say "A neighbour on host B's shared socket asks for b1's GID: refused"
+if vm thief "$sock_b" ::ffff:10.0.2.1 serve -c 1 2>&1 | sed 's/^/   /'; then
+	echo "   the neighbour got b1's GID" >&2
+	status=1
+fi
 
 say "VMs on host A connect. Note that every VM uses comm id 1: the daemons remap them"
-status=0
 vm a1 "$sock_a" ::ffff:10.0.1.1 connect ::ffff:10.0.2.1 -c 2 &
 clients=($!)
 vm a2 "$sock_a" ::ffff:10.0.1.2 connect ::ffff:10.0.2.2 &
@@ -94,6 +106,9 @@ clients+=($!)
 for p in "${clients[@]}" "${servers[@]}"; do
 	wait "$p" || status=1
 done
+
+say "Host B's VMs: rdmacm-muxctl -d simB vms"
+"$muxctl" -d simB -s "$work/mux" vms | sed 's/^/   /'
 
 say "Stopping the daemons; their counters"
 for p in "${pids[@]}"; do kill -TERM "$p"; done
