@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the talk with the service manager's fd store (FDSTORE=1,
- * FDSTOREREMOVE=1, FDNAME=) and the names of what the daemon keeps there.
+ * FDSTOREREMOVE=1, FDNAME=) and the names of what the daemon keeps there
+ * (but "vm.NAME", which daemon/vm/vm-host.c names).
  */
 #include <errno.h>
 #include <stdio.h>

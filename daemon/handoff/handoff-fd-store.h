@@ -14,6 +14,7 @@
  * umad fd is "umad.PORT.AGENT.DEV": while the store holds it, the CM agent
  * AGENT stays registered on DEV/PORT and the kernel queues the MADs that
  * come for it; the next process reads them on it and registers nothing.
+ * A VM's listening socket is "vm.NAME" (daemon/vm/vm-host.h names it).
  */
 #ifndef RDMACM_MUX_FD_STORE_H
 #define RDMACM_MUX_FD_STORE_H

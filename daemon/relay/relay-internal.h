@@ -7,8 +7,9 @@
  *   relay.c          life cycle, the client table and its epoll set,
  *                    request dispatch (REG, UNREG, HELLO, stats), responses
  *                    and GID ownership
- *   relay-sessions.c sessions' life: creation within the budgets, state
- *                    changes, the timer that expires them
+ *   relay-sessions.c sessions as the relay sees them: creation within the
+ *                    budgets, state changes, and the loop's one timer for
+ *                    the table's earliest deadline
  *   relay-tx.c       client -> wire: checking, remapping and sending MADs
  *   relay-rx.c       wire -> client: receiving, routing and delivering MADs
  *   relay-events.c   event sinks, trace lines and counter names
@@ -16,6 +17,16 @@
  *                    before each REG, per-VM counters
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
  *                    clock and senders, and the invariant checks
+ *
+ * and the one unit outside relay/ that includes this header,
+ * daemon/handoff/handoff-relay.c, which keeps the relay's hand-off state
+ * and takes a predecessor's over (its calls are below).
+ *
+ * What the relay holds but other folders own: the session table, its
+ * indexes, wire ids and timer lists (daemon/sessions/), the senders that
+ * write MADs away from the loop (daemon/send/, Relay.sender), the hand-off
+ * state in its memfd (daemon/handoff/, Relay.handoff) and the VMs'
+ * assignments (daemon/vm/, Relay.vms).
  */
 #ifndef RDMACM_MUX_RELAY_INTERNAL_H
 #define RDMACM_MUX_RELAY_INTERNAL_H
@@ -125,7 +136,7 @@ struct Relay {
 	bool ended_loop; /* the relay ended the event loop, and said why */
 	uint32_t next_client_id;
 	/* The counters: in the hand-off state when there is one, so that a
-	 * successor counts on (relay-handoff.c), else counters_own. */
+	 * successor counts on (handoff-relay.c), else counters_own. */
 	RelayCounters *counters;
 	RelayCounters counters_own;
 	GHashTable *clients_per_uid; /* uid -> connections */

@@ -3,8 +3,8 @@
  * Owns the relay's sessions as the relay sees them: creating one for a
  * client's REQ or for a peer's (with the half-open budgets per client, per
  * peer GID and in all), their state through the handshake and teardown,
- * and the one timer that expires them. The table itself is
- * session-table.c.
+ * and the loop's one timer, armed for the table's earliest deadline. The
+ * table, its indexes, wire ids and timer lists are daemon/sessions/'s.
  */
 #include <glib.h>
 #include <string.h>

@@ -4,11 +4,12 @@
  *
  * It answers client requests (REG, UNREG, MAD, and the extension ops),
  * validates and rewrites outbound MADs (relay-tx.c), routes inbound MADs
- * to the right client (relay-rx.c), keeps the session table and its timer,
- * and counts everything. Everything runs on the caller's sd-event loop;
- * a MAD whose write may wait (RoCE address resolution, up to 1 s in the
- * kernel) goes to the senders (umad-sender.h) and is answered when they
- * are done. What the relay builds on is chosen by its configuration: the
+ * to the right client (relay-rx.c), holds the session table
+ * (daemon/sessions/) and runs its timers, and counts everything.
+ * Everything runs on the caller's sd-event loop; a MAD whose write may
+ * wait (RoCE address resolution, up to 1 s in the kernel) goes to the
+ * senders (daemon/send/, umad-sender.h) and is answered when they are
+ * done. What the relay builds on is chosen by its configuration: the
  * port's operations (umad-port.h), the senders' workers and the clock.
  */
 #ifndef RDMACM_MUX_RELAY_H
