@@ -109,7 +109,8 @@ typedef struct Control Control;
  * on failure) on @event, answering from @relay.
  *
  * @cfg's strings must outlive the Control. Must be freed before @relay.
- * Return: 0 or a negative errno.
+ * Return: 0 or a negative errno (not logged: the caller decides what
+ * serving without a control socket means).
  */
 int control_new(sd_event *event, Relay *relay, int listen_fd, const ControlConfig *cfg,
 		Control **ret);

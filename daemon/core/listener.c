@@ -334,7 +334,6 @@ int listener_new(sd_event *event, int fd, const char *what, const ListenerAllow 
 	if (r >= 0)
 		r = sd_event_source_set_enabled(l->retry, SD_EVENT_OFF);
 	if (r < 0) {
-		log_error("cannot watch the %s socket: %s", what, strerror(-r));
 		listener_free(l);
 		return r;
 	}

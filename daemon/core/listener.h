@@ -5,10 +5,11 @@
  * the uid/gid allow-lists, and accept() that survives fd exhaustion.
  *
  * Every function here returns 0 or a negative errno. The socket setup
- * (perms, bind, stale files) logs nothing: it says what failed in a
- * string for its caller, who logs it once at the level the failure has
- * for it (the main socket is fatal, the control socket optional); the
- * rest logs its own failures once.
+ * (perms, bind, stale files) and listener_new() log nothing: they say
+ * what failed (in a string, or the errno) to their caller, who logs it
+ * once at the level the failure has for it (the main socket is fatal, the
+ * control socket and a VM's are not); the rest (socket activation, the
+ * accept loop) logs its own failures once.
  */
 #ifndef RDMACM_MUX_LISTENER_H
 #define RDMACM_MUX_LISTENER_H
@@ -98,6 +99,9 @@ typedef struct Listener Listener;
  * and is retried every @retry_ms until it works, instead of spinning on a
  * socket that stays readable.
  * @what: the socket's name in log lines, e.g. "main" or "control"
+ * Return: 0, or a negative errno when the loop cannot watch @fd; not
+ * logged: the caller knows what the socket is for (the main socket's
+ * failure is fatal, the control socket's is not).
  */
 int listener_new(sd_event *event, int fd, const char *what, const ListenerAllow *allow,
 		 unsigned retry_ms, ListenerAcceptFn fn, void *userdata, Listener **ret);

@@ -923,14 +923,17 @@ static int run(Daemon *d)
 		d->control_copy = fcntl(d->control_fd, F_DUPFD_CLOEXEC, 3);
 		r = control_new(d->event, d->relay, fd_steal(&d->control_fd), &ccfg, &d->control);
 		if (r < 0)
-			log_warning("running without the control socket: %s", strerror(-r));
+			log_warning("running without the control socket: cannot watch it: %s",
+				    strerror(-r));
 	}
 
 	allow = (ListenerAllow){ .uids = d->allow_uids, .gids = d->allow_gids };
 	r = listener_new(d->event, d->listen_fd, "main", &allow, LISTENER_RETRY_MS, on_accept, d,
 			 &d->listener);
-	if (r < 0)
+	if (r < 0) {
+		log_error("cannot watch the main socket: %s", strerror(-r));
 		return EXIT_FAILURE;
+	}
 	r = sd_event_add_signal(d->event, NULL, SIGTERM, on_sigterm, d);
 	if (r >= 0)
 		r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);

@@ -2,8 +2,9 @@
 /* Unit tests of the listening sockets: --mode/--group parsing, stale-socket
  * removal (never a live socket, never a file that is not a socket), the
  * mode a bound socket gets, socket activation by name (in a child, as
- * systemd would start us), the allow-lists, and accept() at the fd limit:
- * it pauses instead of spinning, and resumes once an fd is free. */
+ * systemd would start us), the allow-lists, accept() at the fd limit:
+ * it pauses instead of spinning, and resumes once an fd is free; and a
+ * socket the loop cannot watch, left to the caller to log. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -381,6 +383,69 @@ static void test_emfile_pauses(Dir *d, gconstpointer data)
 	g_array_unref(a.fds);
 	close(fd);
 	sd_event_unref(e);
+}
+
+/* What @fn(@arg) writes to stderr, every level logged. */
+static char *stderr_of(void (*fn)(void *arg), void *arg)
+{
+	int mem = memfd_create("stderr", MFD_CLOEXEC), saved = dup(2);
+	char buf[4096];
+	ssize_t n;
+
+	g_assert_cmpint(mem, >=, 0);
+	g_assert_cmpint(saved, >=, 0);
+	fflush(stderr);
+	g_assert_cmpint(dup2(mem, 2), ==, 2);
+	log_setup(LOG_DEBUG, true);
+	fn(arg);
+	fflush(stderr);
+	log_setup(LOG_CRIT, true);
+	g_assert_cmpint(dup2(saved, 2), ==, 2);
+	close(saved);
+	n = pread(mem, buf, sizeof(buf) - 1, 0);
+	g_assert_cmpint(n, >=, 0);
+	buf[n] = '\0';
+	close(mem);
+	return g_strdup(buf);
+}
+
+typedef struct WatchUnwatchable {
+	sd_event *e;
+	int fd;
+	int r;
+	Listener *l;
+} WatchUnwatchable;
+
+static void watch_unwatchable(void *arg)
+{
+	WatchUnwatchable *w = arg;
+	ListenerAllow allow = { 0 };
+
+	w->r = listener_new(w->e, w->fd, "test", &allow, 50, on_accept, NULL, &w->l);
+}
+
+/*
+ * A socket the loop cannot watch (here a regular file: epoll refuses it)
+ * is an error for the caller to log, once, at its own level: the main
+ * socket's is fatal, the control socket's a warning. listener_new() says
+ * nothing itself, and leaves the fd to its caller.
+ */
+UNIT_TEST("/listener/new-fails-quietly", test_new_fails_quietly)
+{
+	g_autofree char *tmp = g_build_filename(g_get_tmp_dir(), "test-listener-XXXXXX", NULL);
+	WatchUnwatchable w = { .fd = g_mkstemp(tmp), .r = 1 };
+	g_autofree char *said = NULL;
+
+	g_assert_cmpint(w.fd, >=, 0);
+	g_assert_cmpint(g_unlink(tmp), ==, 0);
+	g_assert_cmpint(sd_event_new(&w.e), >=, 0);
+	said = stderr_of(watch_unwatchable, &w);
+	g_assert_cmpint(w.r, ==, -EPERM);
+	g_assert_null(w.l);
+	g_assert_cmpstr(said, ==, "");
+	g_assert_cmpint(fcntl(w.fd, F_GETFD), >=, 0);
+	close(w.fd);
+	sd_event_unref(w.e);
 }
 
 int main(int argc, char **argv)
