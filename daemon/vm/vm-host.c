@@ -228,17 +228,14 @@ static int vm_host_make_dir(const VmHost *h)
 
 	if (stat(h->vm_dir, &st) == 0)
 		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-	if (g_mkdir_with_parents(h->vm_dir, 0755) < 0 || chmod(h->vm_dir, 0755) < 0) {
-		int r = -errno;
-
-		log_error("cannot make the VMs' socket directory %s: %s", h->vm_dir, strerror(-r));
-		return r;
-	}
+	if (g_mkdir_with_parents(h->vm_dir, 0755) < 0 || chmod(h->vm_dir, 0755) < 0)
+		return -errno;
 	return 0;
 }
 
-/* Bind @vm's socket. Return: 0, or a negative errno (logged; with why in
- * @msg when given). */
+/* Bind @vm's socket. Return: 0, or a negative errno with why in @msg
+ * (not logged: at start it is an error, for "vm add" the operator's
+ * answer). */
 static int vm_host_bind(VmHost *h, const VmEntry *vm, GString *msg)
 {
 	g_autofree char *path = g_strdup_printf("%s/%s.sock", h->vm_dir, vm->spec.name);
@@ -250,17 +247,15 @@ static int vm_host_bind(VmHost *h, const VmEntry *vm, GString *msg)
 	int fd = -1, r;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		if (msg)
-			g_string_append_printf(msg, "its socket path %s is too long (%zu bytes, the "
-						    "limit is %zu): use a shorter name or --vm-dir",
-					       path, strlen(path), sizeof(sa.sun_path) - 1);
-		log_error("VM %s: its socket path %s is too long", vm->spec.name, path);
+		g_string_append_printf(msg, "its socket path %s is too long (%zu bytes, the "
+					    "limit is %zu): use a shorter name or --vm-dir",
+				       path, strlen(path), sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	r = vm_host_make_dir(h);
 	if (r < 0) {
-		if (msg)
-			g_string_append_printf(msg, "cannot make %s: %s", h->vm_dir, strerror(-r));
+		g_string_append_printf(msg, "cannot make the VMs' socket directory %s: %s",
+				       h->vm_dir, strerror(-r));
 		return r;
 	}
 	vm_host_perms(h, &vm->spec, &perms);
@@ -268,22 +263,30 @@ static int vm_host_bind(VmHost *h, const VmEntry *vm, GString *msg)
 	if (r < 0) {
 		if (bound)
 			(void)unlink(path);
-		log_error("VM %s: %s", vm->spec.name, why);
-		if (msg)
-			g_string_append(msg, why);
+		g_string_append(msg, why);
 		return r;
 	}
 	r = vm_host_serve(h, vm->spec.name, path, fd);
 	if (r < 0) {
 		(void)unlink(path);
-		if (msg)
-			g_string_append_printf(msg, "cannot serve %s: %s", path, strerror(-r));
+		g_string_append_printf(msg, "cannot serve %s: %s", path, strerror(-r));
 		return r;
 	}
 	snprintf(store, sizeof(store), VM_HOST_STORE_PREFIX "%s", vm->spec.name);
 	(void)fd_store_put(store, fd);
 	log_info("VM %s: serving %s (mode %04o)", vm->spec.name, path, (unsigned)perms.mode);
 	return 0;
+}
+
+/* Take @store out of the fd store. A failure leaves the listening socket
+ * there: a successor gets it back and drops it as no VM's, and until then
+ * connections wait in its backlog. Said here, once: no caller can do more. */
+static void vm_host_store_remove(const char *store)
+{
+	int r = fd_store_remove(store);
+
+	if (r < 0)
+		log_warning("cannot take %s out of the fd store: %s", store, strerror(-r));
 }
 
 /* Stop serving @name's socket, out of the store; its file goes. */
@@ -295,7 +298,7 @@ static void vm_host_unbind(VmHost *h, const char *name)
 	if (!s)
 		return;
 	snprintf(store, sizeof(store), VM_HOST_STORE_PREFIX "%s", name);
-	fd_store_remove(store);
+	vm_host_store_remove(store);
 	(void)unlink(s->path);
 	g_hash_table_remove(h->by_path, s->path);
 	g_hash_table_remove(h->sockets, name);
@@ -354,13 +357,14 @@ static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 		int fd = GPOINTER_TO_INT(value);
 		g_autofree char *path = vm_socket_address(fd);
 		VmEntry *vm = vm_table_find(h->table, name);
+		int r;
 
 		if (!vm || !path || sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
 			/* Not a VM any more (removed while we were down, its
 			 * state lost), or not a socket at all. */
 			if (path && vm_host_in_dir(h, path) && !vm)
 				(void)unlink(path);
-			fd_store_remove(key);
+			vm_host_store_remove(key);
 			close(fd);
 			if (!vm)
 				log_info("VM %s is no more: its socket %s goes", name,
@@ -373,9 +377,13 @@ static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 		}
 		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-		if (vm_host_serve(h, name, path, fd) < 0) {
-			fd_store_remove(key);
-			close(fd);
+		r = vm_host_serve(h, name, path, fd);
+		if (r < 0) {
+			log_warning("VM %s: cannot serve the socket the fd store kept (%s); binding a "
+				    "new one",
+				    name, strerror(-r));
+			/* vm_host_serve() closed the fd: it took it over. */
+			vm_host_store_remove(key);
 			continue;
 		}
 		if (!vm_host_in_dir(h, path))
@@ -566,11 +574,15 @@ int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTab
 	vm_host_load_conf_dir(h);
 	vm_host_adopt_sockets(h, socket_fds);
 	list = vm_table_list(h->table);
-	for (guint i = 0; i < list->len; i++)
-		if (!g_hash_table_contains(h->sockets, ((VmEntry *)list->pdata[i])->spec.name) &&
-		    vm_host_bind(h, list->pdata[i], NULL) < 0)
-			log_error("VM %s has no socket: its GIDs stay reserved for it",
-				  ((VmEntry *)list->pdata[i])->spec.name);
+	for (guint i = 0; i < list->len; i++) {
+		const VmEntry *vm = list->pdata[i];
+		g_autoptr(GString) why = g_string_new(NULL);
+
+		if (!g_hash_table_contains(h->sockets, vm->spec.name) &&
+		    vm_host_bind(h, vm, why) < 0)
+			log_error("VM %s has no socket (%s): its GIDs stay reserved for it",
+				  vm->spec.name, why->str);
+	}
 	relay_set_vms(relay, &(RelayVms){ .table = h->table,
 					  .policy = cfg->policy,
 					  .max_clients = cfg->max_clients_per_vm,
