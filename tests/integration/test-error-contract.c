@@ -4,7 +4,7 @@
  * where it is handled, at the level its handler gives it. The listening
  * sockets' setup says what failed and its caller logs it: the main socket
  * is fatal (one error line, exit 1), the control socket optional (one
- * warning line, the daemon serves on).
+ * warning line, the daemon serves on), and so is a VM's (one error line).
  */
 #include <errno.h>
 #include <glib.h>
@@ -84,6 +84,42 @@ UNIT_FIXTURE_TEST("/error-contract/main-socket-unusable", NULL, fixture_setup,
 	g_assert_nonnull(strstr(hits->pdata[0], "rdmacm-mux: error: "));
 	g_assert_nonnull(strstr(hits->pdata[0], "exists and is not a socket"));
 	g_assert_cmpint(g_rmdir(sock), ==, 0);
+}
+
+/*
+ * A VM whose socket cannot be bound at start (its path is too long for a
+ * UNIX socket): one error line, which says why and what it means, and the
+ * daemon serves on.
+ */
+UNIT_FIXTURE_TEST("/error-contract/vm-socket-unusable", NULL, fixture_setup,
+		  test_vm_socket_unusable)
+{
+	g_autofree char *vms = g_strdup_printf("%s/vms.d", f->fabric->dir);
+	g_autofree char *conf = g_strdup_printf("%s/far.conf", vms);
+	g_autofree char *far = g_strdup_printf("%s/%0120d", f->fabric->dir, 0);
+	g_autofree char *vms_opt = g_strdup_printf("--vms-dir=%s", vms);
+	g_autofree char *dir_opt = g_strdup_printf("--vm-dir=%s", far);
+	g_autofree char *out = NULL;
+	g_autoptr(GPtrArray) errors = NULL;
+	(void)data;
+
+	g_assert_cmpint(g_mkdir(vms, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(conf, "gid = ::ffff:10.0.1.5\n", -1, NULL));
+	f->d = daemon_start(f->fabric, "simA", (const char *const[]){ vms_opt, dir_opt, NULL });
+	/* Said before the daemon says it serves (after the VMs, run()). */
+	for (int i = 0; i < 2000 && !(out && strstr(out, "serving simA port 1")); i++) {
+		g_free(out);
+		out = daemon_output(f->d);
+		g_usleep(10000);
+	}
+	g_assert_nonnull(strstr(out, "serving simA port 1"));
+	errors = lines_with(f->d, "rdmacm-mux: error: ");
+	g_assert_cmpuint(errors->len, ==, 1);
+	g_assert_nonnull(strstr(errors->pdata[0], "VM far has no socket"));
+	g_assert_nonnull(strstr(errors->pdata[0], "is too long"));
+	g_assert_cmpint(daemon_stop(f->d), ==, 0);
+	g_assert_cmpint(g_unlink(conf), ==, 0);
+	g_assert_cmpint(g_rmdir(vms), ==, 0);
 }
 
 UNIT_TEST_MAIN()
