@@ -417,6 +417,21 @@ static int passed_fds_take(Daemon *d)
 }
 
 /*
+ * Take the umad fd @name out of the fd store. When the store keeps it, its
+ * CM agent stays registered for as long as the store holds it: said once,
+ * here, since nothing else can be done about it.
+ */
+static void umad_fd_unstore(const char *name)
+{
+	int r = fd_store_remove(name);
+
+	if (r < 0)
+		log_warning("cannot take %s out of the fd store (%s): its CM agent stays "
+			    "registered while the store keeps it",
+			    name, strerror(-r));
+}
+
+/*
  * The port: the previous process's umad fd when the store kept it (its CM
  * agent never went away, and the MADs that came since wait on it), or a
  * new registration, whose fd goes to the store. Failures are logged by
@@ -449,7 +464,7 @@ static int port_setup(Daemon *d, UmadPort **ret)
 				   "%s port %d",
 				   name, d->opt.device, d->opt.port);
 			close(fd);
-			fd_store_remove(name);
+			umad_fd_unstore(name);
 			continue;
 		}
 		r = umad_port_adopt(dev, portnum, fd, agent, &port);
@@ -457,7 +472,7 @@ static int port_setup(Daemon *d, UmadPort **ret)
 			log_warning("the umad fd %s that the store kept does not hold up (%s): "
 				    "registering the CM agent anew",
 				    name, strerror(-r));
-			fd_store_remove(name);
+			umad_fd_unstore(name);
 			port = NULL;
 			continue;
 		}
@@ -969,7 +984,7 @@ static int run(Daemon *d)
 	relay_stop_sends(d->relay, STOP_SENDS_WAIT_MS);
 	/* No successor: the class is free once this process closes its fd. */
 	if (!d->handing_off && d->umad_name[0])
-		fd_store_remove(d->umad_name);
+		umad_fd_unstore(d->umad_name);
 	if (log_get_max_level() >= LOG_INFO)
 		relay_dump_counters(d->relay, stderr);
 	if (r == -ENODEV)

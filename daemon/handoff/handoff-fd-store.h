@@ -50,10 +50,11 @@ int fd_store_put(const char *name, int fd);
 /**
  * fd_store_remove() - drop every fd kept under @name. A failure is not
  * logged here: the caller knows what it means (a client socket the store
- * keeps stays open through the store's copy).
+ * keeps stays open through the store's copy), and must look (the
+ * compiler checks that it does).
  * Return: 0 (also when the store is not used) or a negative errno.
  */
-int fd_store_remove(const char *name);
+int fd_store_remove(const char *name) __attribute__((warn_unused_result));
 
 /* "client.N" for client @id, in @buf. */
 const char *fd_store_client_name(uint32_t id, char buf[32]);

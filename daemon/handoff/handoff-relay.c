@@ -10,6 +10,7 @@
  * (those it did not handle with EAGAIN); no client sees its socket close.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -384,12 +385,34 @@ static void relay_handoff_answer_owed(Relay *r, RelayClient *c)
 	}
 }
 
-/* Client @slot's socket is back: serve it with its GIDs and capabilities. */
-static void relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
+/*
+ * Take the socket the store keeps as client @id's out of it, for a client
+ * that is not served. When the store does not let it go, its copy would
+ * keep the connection open and the client would wait on nobody: shut it
+ * down through @fd (-1: no fd left to do it with).
+ */
+static void relay_handoff_unstore(uint32_t id, int fd)
+{
+	char name[32];
+	int e = fd_store_remove(fd_store_client_name(id, name));
+
+	if (e == 0)
+		return;
+	log_warning("%s: cannot take it out of the fd store (%s); %s", name, strerror(-e),
+		    fd >= 0 ? "shutting the connection down" : "it stays open until the store lets go");
+	if (fd >= 0)
+		(void)shutdown(fd, SHUT_RDWR);
+}
+
+/* Client @slot's socket is back: serve it with its GIDs and capabilities.
+ * Return: whether it is served (else it was refused, and its slot freed). */
+static bool relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
 {
 	HandoffClientSlot *slot = handoff_state_slot(r->handoff, i);
 	uint32_t id = slot->id;
-	char name[32];
+	/* A refusal closes @fd; this copy is what a refused client's socket is
+	 * shut down with, should the store keep its own copy. */
+	int spare = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	RelayClient *c;
 
 	r->next_client_id = id;
@@ -398,11 +421,15 @@ static void relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
 		/* Refused (limits changed): it gets EOF, as it would now. */
 		if (c)
 			relay_drop_client(r, c, "could not keep its id across the restart");
-		(void)fd_store_remove(fd_store_client_name(id, name));
+		relay_handoff_unstore(id, spare);
+		if (spare >= 0)
+			close(spare);
 		handoff_state_owed_clear_client(r->handoff, id);
 		handoff_state_release(r->handoff, (int)i);
-		return;
+		return false;
 	}
+	if (spare >= 0)
+		close(spare);
 	c->handoff_slot = (int)i;
 	if (slot->flags & HANDOFF_CLIENT_F_HELLO) {
 		c->hello_done = true;
@@ -428,6 +455,7 @@ static void relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
 	log_info("client %u is back on fd %d: pid %d, %u GIDs", c->id, fd, (int)c->conn.cred.pid,
 		 c->n_gids);
 	relay_handoff_answer_owed(r, c);
+	return true;
 }
 
 /* ---- the crash-loop guard ---- */
@@ -618,8 +646,8 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 		}
 		g_hash_table_remove(fds->clients, GUINT_TO_POINTER(slot->id));
 		max_id = MAX(max_id, slot->id);
-		relay_handoff_restore_client(r, i, GPOINTER_TO_INT(fd));
-		restored++;
+		if (relay_handoff_restore_client(r, i, GPOINTER_TO_INT(fd)))
+			restored++;
 	}
 	r->next_client_id = max_id + 1;
 	/* Sockets without a slot: stored, but their client was not written
@@ -628,9 +656,21 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 		g_hash_table_iter_init(&it, fds->clients);
 		while (g_hash_table_iter_next(&it, &key, &value)) {
 			char name[32];
+			int fd = GPOINTER_TO_INT(value);
+			int gone = fd_store_remove(fd_store_client_name(GPOINTER_TO_UINT(key), name));
 
-			(void)fd_store_remove(fd_store_client_name(GPOINTER_TO_UINT(key), name));
-			(void)relay_add_client(r, GPOINTER_TO_INT(value));
+			/* Still stored under its old name, it would stay open
+			 * through the store's copy after this process let it
+			 * go (systemd keeps a file under its first name only). */
+			if (gone < 0) {
+				log_warning("%s: cannot take it out of the fd store (%s); shutting "
+					    "the connection down",
+					    name, strerror(-gone));
+				(void)shutdown(fd, SHUT_RDWR);
+				close(fd);
+				continue;
+			}
+			(void)relay_add_client(r, fd);
 		}
 		g_hash_table_remove_all(fds->clients);
 	}

@@ -173,6 +173,8 @@ static void daemon_spawn(Daemon *d, bool wait)
 		g_ptr_array_add(av, NULL);
 		d->pid = supervisor_exec(d->sup, (char **)av->pdata, envp, fd);
 		close(fd);
+		if (!wait)
+			return;
 		if (!supervisor_wait_ready(d->sup, ready, wrapper && *wrapper ? 60000 : 5000)) {
 			g_autofree char *out = daemon_output(d);
 
@@ -374,6 +376,12 @@ void daemon_restart(Daemon *d)
 {
 	g_assert_cmpint(d->pid, ==, 0);
 	daemon_spawn(d, true);
+}
+
+void daemon_restart_unwaited(Daemon *d)
+{
+	g_assert_cmpint(d->pid, ==, 0);
+	daemon_spawn(d, false);
 }
 
 /* The process state letter of @pid ('R', 'S', 'Z', ...), and its parent. */

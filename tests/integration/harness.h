@@ -76,6 +76,8 @@ int daemon_stop(Daemon *d);
 void daemon_kill(Daemon *d);
 /* Start the same daemon again (after a kill or stop). */
 void daemon_restart(Daemon *d);
+/* daemon_restart() without waiting for it to serve (or for its READY=1). */
+void daemon_restart_unwaited(Daemon *d);
 void daemon_free(Daemon *d);
 
 /* The daemon's child processes (its senders), zombies included. */

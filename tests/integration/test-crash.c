@@ -14,11 +14,16 @@
  *    says so (log line, counter);
  *  - a client the daemon drops while the fd store cannot take its socket
  *    back (the supervisor went away) still sees its connection end: the
- *    store's copy would keep it open.
+ *    store's copy would keep it open; and so does one a successor does not
+ *    take back at its start (fewer clients allowed now); and a daemon
+ *    that ends without a hand-off, whose umad fd the store does not let
+ *    go, says so once.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <glib.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -324,6 +329,90 @@ UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fai
 	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
 	g_assert_cmpuint(count_in_output(f->da, "cannot take its socket out of the fd store"), ==, 1);
 	close(fd);
+}
+
+/*
+ * A successor allowed fewer clients than its predecessor had cannot take
+ * two of them back, while the store cannot let their sockets go: one has
+ * no slot in the converted state (--max-clients), the other is refused
+ * when it comes back (--max-clients-per-uid). Each must still see its
+ * connection end (the store's copy would keep it open, and it would wait
+ * on nobody), and the first client is served.
+ */
+UNIT_FIXTURE_TEST("/fd-store/remove-fails-at-restore", NULL, fixture_setup,
+		  test_remove_fails_at_restore)
+{
+	g_autofree char *moved = NULL;
+	struct pollfd p[N_Q];
+	struct rdmacm_mux_msg m;
+	GPtrArray *argv = g_ptr_array_new();
+	gint64 end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+	bool ended[N_Q] = { false };
+	unsigned n_ended = 0;
+	(void)data;
+
+	for (char **a = f->da->argv; *a; a++)
+		g_ptr_array_add(argv, *a);
+	g_ptr_array_add(argv, g_strdup("--max-clients"));
+	g_ptr_array_add(argv, g_strdup_printf("%d", N_Q - 1));
+	g_ptr_array_add(argv, g_strdup("--max-clients-per-uid"));
+	g_ptr_array_add(argv, g_strdup("1"));
+	g_ptr_array_add(argv, NULL);
+	g_free(f->da->argv);
+	f->da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, N_Q);
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
+	daemon_restart_unwaited(f->da);
+
+	/* Two connections end, the second and the third; nothing else comes. */
+	for (int i = 0; i < N_Q; i++)
+		p[i] = (struct pollfd){ .fd = f->q[i], .events = POLLIN };
+	while (n_ended < N_Q - 1 && g_get_monotonic_time() < end) {
+		g_assert_cmpint(poll(p, N_Q, 100), >=, 0);
+		for (int i = 0; i < N_Q; i++)
+			if (p[i].revents && !ended[i]) {
+				g_assert_cmpint(i, !=, 0);
+				g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -EPIPE);
+				ended[i] = true;
+				n_ended++;
+				p[i].fd = -1;
+			}
+	}
+	g_assert_cmpuint(n_ended, ==, N_Q - 1);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
+	g_assert_cmpuint(count_in_output(f->da, "cannot take it out of the fd store"), ==, N_Q - 1);
+	/* The first is served. */
+	{
+		uint8_t gid[IB_GID_LEN];
+
+		memcpy(gid, f->qgid[0], IB_GID_LEN);
+		gid[IB_GID_LEN - 1] += 100;
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, gid);
+		g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
+	}
+}
+
+/*
+ * A daemon that ends without a hand-off (SIGINT) takes its umad fd out of
+ * the store, so that the CM class is free. When the store cannot let it
+ * go, the daemon says so once: the agent stays registered meanwhile.
+ */
+UNIT_FIXTURE_TEST("/fd-store/umad-remove-fails", NULL, fixture_setup, test_umad_remove_fails)
+{
+	g_autofree char *moved = NULL;
+	(void)data;
+
+	g_assert_cmpuint(supervisor_stored(f->sup, "umad."), ==, 1);
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
+	g_assert_cmpint(kill(f->da->pid, SIGINT), ==, 0);
+	g_assert_cmpint(daemon_wait_exit(f->da, 20000), ==, 0);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
+	g_assert_cmpuint(count_in_output(f->da, "out of the fd store"), ==, 1);
+	g_assert_cmpuint(count_in_output(f->da, "cannot take umad.1.0.simA out of the fd store"),
+			 ==, 1);
 }
 
 UNIT_TEST_MAIN()
