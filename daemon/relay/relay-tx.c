@@ -334,7 +334,9 @@ static int relay_tx_address(Relay *r, RelayTxContext *t, RelayClientGid *cg)
 	return 0;
 }
 
-/* A refused MAD: undo what it started, count it, log it, show it. */
+/* A refused MAD: undo what it started, count it, log it (once: a failed
+ * write at warning, the fabric's or the kernel's doing; a refusal of the
+ * client's MAD at notice), show it. */
 static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mux_msg *req,
 			     int err)
 {
@@ -359,9 +361,15 @@ static void relay_tx_refused(Relay *r, RelayTxContext *t, const struct rdmacm_mu
 		snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(t->sgid, text));
 		snprintf(comm, sizeof(comm), "COMM_ID=0x%08x", t->client_id_field);
 		snprintf(attrf, sizeof(attrf), "ATTR=%s", cm_attr_name(t->attr, name));
-		log_ratelimited(LOG_NOTICE, fields, "refused a MAD from client %u (pid %d): %s (%s)",
-				c->id, (int)c->conn.cred.pid, relay_tx_reject_name(t->reject),
-				strerror(-err));
+		if (t->reject == TX_REJECT_SEND_FAILED)
+			log_ratelimited(LOG_WARNING, fields, "send of %s for client %u (pid %d) failed: %s",
+					cm_attr_index_name(cm_attr_to_index(t->attr)), c->id,
+					(int)c->conn.cred.pid, strerror(-err));
+		else
+			log_ratelimited(LOG_NOTICE, fields,
+					"refused a MAD from client %u (pid %d): %s (%s)", c->id,
+					(int)c->conn.cred.pid, relay_tx_reject_name(t->reject),
+					strerror(-err));
 	}
 	relay_emit(r, &(RelayEvent){ .drop = relay_tx_reject_name(t->reject), .attr = t->attr,
 				     .client_comm_id = t->client_id_field, .wire_id = t->wire_id,
@@ -381,9 +389,6 @@ static int relay_tx_sent(Relay *r, RelayTxContext *t, UmadBuffer *buf,
 	if (err < 0) {
 		if (t->reject != TX_REJECT_SEND_BUSY)
 			t->reject = TX_REJECT_SEND_FAILED;
-		log_ratelimited(LOG_WARNING, NULL, "send of %s for client %u failed: %s",
-				cm_attr_index_name(cm_attr_to_index(t->attr)), c->id,
-				strerror(-err));
 		relay_tx_refused(r, t, req, err);
 		return err;
 	}

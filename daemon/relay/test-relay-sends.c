@@ -4,15 +4,21 @@
  * that may wait goes to a (stand-in) sender, its response keeps its place
  * among the client's answers, and every way a write can end is answered
  * with the code the protocol documents: written, failed, the sender lost,
- * stopped at its deadline, cut short at a hand-off, no sender at all. No
- * sockets, no device, no processes; time is the test's.
+ * stopped at its deadline, cut short at a hand-off, no sender at all; and
+ * a failed write is logged once. No sockets, no device, no processes; time
+ * is the test's.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <glib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cm-mad.h"
+#include "log.h"
 #include "protocol-err-codes.h"
 #include "relay-driver.h"
 #include "umad-port-fake.h"
@@ -137,6 +143,54 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	sd_event_unref(f->event);
 	g_assert_cmpint(system(cmd), ==, 0);
 	g_free(f->sysfs);
+}
+
+/* The lines the relay logs (every level) while @f's client sends a REQ
+ * that goes to a sender, whose write then fails with @err. */
+static char *log_of_failed_send(Fixture *f, int err)
+{
+	int mem = memfd_create("stderr", MFD_CLOEXEC), saved = dup(2), level = log_get_max_level();
+	char buf[4096];
+	ssize_t n;
+
+	g_assert_cmpint(mem, >=, 0);
+	g_assert_cmpint(saved, >=, 0);
+	fflush(stderr);
+	g_assert_cmpint(dup2(mem, 2), ==, 2);
+	log_setup(LOG_DEBUG, true);
+	req(f, 7, f->peer);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_FAIL, err), ==, 0);
+	fflush(stderr);
+	log_setup(level, true);
+	g_assert_cmpint(dup2(saved, 2), ==, 2);
+	close(saved);
+	n = pread(mem, buf, sizeof(buf) - 1, 0);
+	g_assert_cmpint(n, >=, 0);
+	buf[n] = '\0';
+	close(mem);
+	return g_strdup(buf);
+}
+
+/*
+ * A write that fails is said once, as a warning that names the message,
+ * the client and the errno; it is counted and answered as usual. (First
+ * in this file: the line is rate limited per call site, and later tests
+ * fail many writes.)
+ */
+UNIT_FIXTURE_TEST("/relay-sends/failed-write-logged-once", NULL, fixture_setup,
+		  test_failed_write_logged_once)
+{
+	g_autofree char *said = log_of_failed_send(f, -ENETUNREACH);
+	g_auto(GStrv) lines = g_strsplit(said, "\n", -1);
+	(void)data;
+
+	g_assert_cmpuint(g_strv_length(lines), ==, 2); /* one line, then "" */
+	g_assert_true(g_str_has_prefix(lines[0], "rdmacm-mux: warning: send of REQ for client "));
+	g_assert_nonnull(strstr(lines[0], strerror(ENETUNREACH)));
+	g_assert_nonnull(strstr(lines[0], "ATTR=REQ"));
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 7, -ENETUNREACH);
+	g_assert_cmpuint(relay_counters(f->relay)->tx_reject[TX_REJECT_SEND_FAILED], ==, 1);
 }
 
 /*
