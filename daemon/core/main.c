@@ -674,9 +674,18 @@ static void daemon_reexec(Daemon *d)
 	base = highest_fd() + 1;
 	for (guint i = 0; i < fds->len; i++)
 		if (fcntl(g_array_index(fds, int, i), F_DUPFD_CLOEXEC, base + (int)i) < 0) {
-			log_error("cannot re-execute: %s; going on as we are", strerror(errno));
+			int e = errno, r;
+
+			/* The copies made so far are nobody's but ours. */
+			while (i-- > 0)
+				close(base + (int)i);
+			log_error("cannot re-execute: %s; going on as we are", strerror(e));
 			/* The senders stopped for the hand-off: new ones. */
-			(void)relay_resume_sends(d->relay);
+			r = relay_resume_sends(d->relay);
+			if (r < 0)
+				log_error("cannot start the sender processes again (%s): MADs that "
+					  "need one are answered EAGAIN",
+					  strerror(-r));
 			return;
 		}
 	snprintf(buf, sizeof(buf), "%d", (int)getpid());

@@ -213,8 +213,8 @@ void relay_stop_sends(Relay *r, unsigned wait_ms);
  * relay_resume_sends() - new senders after relay_stop_sends(), for a
  * hand-off that did not happen after all (a re-execution that failed).
  * The daemon's: the relay driver's stand-ins cannot start again.
- * Return: 0, or a negative errno (logged by the senders; the stopped ones
- * stay, and MADs that need one answer EAGAIN).
+ * Return: 0, or a negative errno (not logged: the caller says what it
+ * means; the stopped senders stay, and MADs that need one answer EAGAIN).
  */
 int relay_resume_sends(Relay *r);
 

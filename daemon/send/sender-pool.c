@@ -448,7 +448,7 @@ static int sender_pool_start(sd_event *event, UmadPort *port, const UmadSenderCo
 	r = sd_event_add_time(event, &p->timer, CLOCK_MONOTONIC, UINT64_MAX, 10000,
 			      sender_pool_on_timer, p);
 	if (r < 0) {
-		log_error("cannot start the sender processes' timer: %s", strerror(-r));
+		/* Said by the caller (the relay's start, or a resume). */
 		g_array_free(p->dying, TRUE);
 		g_free(p->senders);
 		sd_event_unref(p->event);

@@ -65,7 +65,7 @@ typedef struct UmadSendWorkersOps {
 	 * start() - workers for @port on @event, reporting through @events.
 	 * @arg: the implementation's (UmadSenderConfig.workers_arg)
 	 * Return: 0 with *@ret set (workers may still be starting), or a
-	 * negative errno.
+	 * negative errno, not logged (umad_sender_new()'s caller says it).
 	 */
 	int (*start)(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
 		     const UmadSendWorkerEvents *events, void *arg, void **ret);
@@ -99,7 +99,8 @@ struct UmadSenderConfig {
 /**
  * umad_sender_new() - a sender for @port, on @event; @done reports every
  * queued job. The workers start now (cfg->workers).
- * Return: 0 or a negative errno (logged by the workers).
+ * Return: 0 or a negative errno (not logged: its caller says what it
+ * means).
  */
 int umad_sender_new(sd_event *event, UmadPort *port, const UmadSenderConfig *cfg,
 		    UmadSendDoneFn done, void *userdata, UmadSender **ret);
