@@ -325,6 +325,15 @@ UNIT_FIXTURE_TEST("/resilience/device-loss", NULL, fixture_setup, test_device_lo
 	out = daemon_output(f->da);
 	if (!strstr(out, "went away"))
 		g_error("the daemon's exit does not say why:\n%s", out);
+	/* Said once, by the relay that ended the loop (main.c adds nothing). */
+	{
+		unsigned errors = 0;
+
+		for (const char *p = out; (p = strstr(p, "rdmacm-mux: error: ")); p++)
+			errors++;
+		if (errors != 1)
+			g_error("the daemon's exit is said %u times:\n%s", errors, out);
+	}
 
 	expect_disconnected(f, 0);
 	for (int i = 0; i < N_PAIRS; i++)
