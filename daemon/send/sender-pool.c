@@ -456,6 +456,9 @@ static int sender_pool_start(sd_event *event, UmadPort *port, const UmadSenderCo
 		return r;
 	}
 	(void)sd_event_source_set_enabled(p->timer, SD_EVENT_OFF);
+	/* Handed back first: a sender that cannot even be forked is reported
+	 * now, through @events, to a caller that must know its pool. */
+	*ret = p;
 	/* Children of a process image before a re-execution. */
 	sender_pool_reap(p);
 	/* All at once: the daemon's fd count stays the same from the start
@@ -463,7 +466,6 @@ static int sender_pool_start(sd_event *event, UmadPort *port, const UmadSenderCo
 	 * few pages. They say whether they started on the loop. */
 	sender_pool_fill(p);
 	sender_pool_arm(p);
-	*ret = p;
 	return 0;
 }
 

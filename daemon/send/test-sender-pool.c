@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -318,6 +319,51 @@ UNIT_FIXTURE_TEST("/sender-pool/cannot-start", NULL, fixture_setup, test_cannot_
 	queue(f, 0, WRITE_OK, 1);
 	RUN_UNTIL(f, f->done == 1);
 	g_assert_cmpint(f->results[0], ==, 0);
+}
+
+static int never(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	(void)s;
+	(void)usec;
+	(void)userdata;
+	return 0;
+}
+
+/*
+ * No sender can even be forked while the pool starts (no fd is left for
+ * its socket): the start reports it as any failed start, once, without
+ * touching a pool it has not handed back yet, and the senders start once
+ * fds are free again.
+ */
+UNIT_FIXTURE_TEST("/sender-pool/no-fd-at-start", NULL, fixture_setup, test_no_fd_at_start)
+{
+	sd_event_source *timer = NULL;
+	struct rlimit saved, none;
+	int lowest_free;
+	(void)data;
+
+	/* The loop's monotonic timer fd exists before the fds run out. */
+	g_assert_cmpint(sd_event_add_time_relative(f->event, &timer, CLOCK_MONOTONIC, 3600000000,
+						   0, never, NULL),
+			>=, 0);
+	lowest_free = dup(STDIN_FILENO);
+	g_assert_cmpint(lowest_free, >=, 0);
+	close(lowest_free);
+	g_assert_cmpint(getrlimit(RLIMIT_NOFILE, &saved), ==, 0);
+	none = saved;
+	none.rlim_cur = (rlim_t)lowest_free;
+	g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &none), ==, 0);
+	start(f, 2, 5000000);
+	g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &saved), ==, 0);
+	g_assert_cmpuint(stats(f).start_failures, ==, 1);
+	g_assert_cmpuint(count_lines(f, "a sender process cannot start"), ==, 1);
+	g_assert_cmpuint(count_lines(f, "Too many open files"), ==, 1);
+	RUN_UNTIL(f, stats(f).live == 2);
+	g_assert_cmpuint(count_lines(f, "sender processes start again"), ==, 1);
+	queue(f, 0, WRITE_OK, 1);
+	RUN_UNTIL(f, f->done == 1);
+	g_assert_cmpint(f->results[0], ==, 0);
+	sd_event_source_unref(timer);
 }
 
 UNIT_TEST_MAIN()

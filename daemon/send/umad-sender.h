@@ -64,6 +64,8 @@ typedef struct UmadSendWorkersOps {
 	/**
 	 * start() - workers for @port on @event, reporting through @events.
 	 * @arg: the implementation's (UmadSenderConfig.workers_arg)
+	 * *@ret is set before any event is reported: a worker that fails
+	 * to start at once is reported during start() itself.
 	 * Return: 0 with *@ret set (workers may still be starting), or a
 	 * negative errno, not logged (umad_sender_new()'s caller says it).
 	 */
