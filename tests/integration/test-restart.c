@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <glib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -367,6 +369,76 @@ UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", "no supervisor", fixtur
 	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
 	g_assert_cmpuint(count_in_output(f->da, "answered EAGAIN, to be sent again"), ==, 1);
 	fabric_hold_unreachable(f->fabric, false);
+}
+
+/* What each of @pid's fds is (their /proc links), counted: target -> n. */
+static GHashTable *fd_targets(int pid, int *ret_max)
+{
+	g_autofree char *dir_path = g_strdup_printf("/proc/%d/fd", pid);
+	g_autoptr(GDir) dir = g_dir_open(dir_path, 0, NULL);
+	GHashTable *t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	const char *e;
+
+	g_assert_nonnull(dir);
+	*ret_max = 0;
+	while ((e = g_dir_read_name(dir))) {
+		g_autofree char *link = g_build_filename(dir_path, e, NULL);
+		char *target = g_file_read_link(link, NULL);
+
+		if (!target)
+			continue; /* closed meanwhile */
+		*ret_max = MAX(*ret_max, atoi(e));
+		g_hash_table_replace(t, target,
+				     GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(t, target)) + 1));
+	}
+	return t;
+}
+
+/*
+ * A re-execution that cannot copy every fd it hands on (here: the fd
+ * limit, lowered under the daemon, stops the copies part of the way) goes
+ * on as it was, and leaves none of the copies it made behind: no socket,
+ * memfd or device the daemon had is open once more than before.
+ */
+UNIT_FIXTURE_TEST("/restart/sighup-fails-cleanly", "no supervisor", fixture_setup,
+		  test_sighup_fails_cleanly)
+{
+	g_autoptr(GHashTable) before = NULL, after = NULL;
+	struct rlimit old, low;
+	struct rdmacm_mux_msg m;
+	uint8_t gid[IB_GID_LEN];
+	GHashTableIter it;
+	gpointer target, n;
+	int max, max_after;
+	(void)data;
+
+	before = fd_targets(f->da->pid, &max);
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, NULL, &old), ==, 0);
+	/* Room for the state's two memfds and a look at /proc/self/fd above
+	 * every fd open now, and for a few of the 13 copies: not for all. */
+	low = old;
+	low.rlim_cur = (rlim_t)max + 6;
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &low, NULL), ==, 0);
+	g_assert_cmpint(kill(f->da->pid, SIGHUP), ==, 0);
+	for (int i = 0; i < 2000 && !daemon_output_count(f->da, "cannot re-execute: "); i++)
+		g_usleep(10000);
+	g_assert_cmpuint(daemon_output_count(f->da, "cannot re-execute: "), ==, 1);
+	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &old, NULL), ==, 0);
+	g_assert_true(pid_running(f->da->pid));
+	after = fd_targets(f->da->pid, &max_after);
+	g_hash_table_iter_init(&it, before);
+	while (g_hash_table_iter_next(&it, &target, &n)) {
+		guint now = GPOINTER_TO_UINT(g_hash_table_lookup(after, target));
+
+		if (now > GPOINTER_TO_UINT(n))
+			g_error("%s is open %u times after the failed re-execution, %u before",
+				(const char *)target, now, GPOINTER_TO_UINT(n));
+	}
+	/* Still serving its clients. */
+	memcpy(gid, f->qgid[0], IB_GID_LEN);
+	gid[IB_GID_LEN - 1] += 100;
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, gid);
+	g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
 }
 
 UNIT_TEST_MAIN()
