@@ -125,6 +125,38 @@ void relay_handoff_owed_answered(Relay *r, int owed)
 		handoff_state_owed_clear(r->handoff, owed);
 }
 
+void relay_handoff_owe_buffered(Relay *r, RelayClient *c)
+{
+	const struct rdmacm_mux_msg *frames;
+	unsigned n = client_peek_frames(&c->conn, &frames);
+	/* Their answers would come after every frame queued now. */
+	uint64_t seq = c->conn.resp.popped + c->conn.resp.len;
+
+	if (!r->handoff || c->handoff_slot < 0 || n <= c->n_owed_buffered)
+		return;
+	/* Frames come in only once the buffer is empty, and then no record is
+	 * left: the new ones follow the recorded ones. */
+	if (c->n_owed_buffered == 0)
+		c->owed_buffered_head = 0;
+	for (unsigned i = c->n_owed_buffered; i < n; i++) {
+		unsigned at = c->owed_buffered_head + i;
+
+		if (at >= G_N_ELEMENTS(c->owed_buffered))
+			break;
+		c->owed_buffered[at] = relay_handoff_owe(r, c, seq + i, &frames[i]);
+		c->n_owed_buffered++;
+	}
+}
+
+void relay_handoff_buffered_taken(Relay *r, RelayClient *c)
+{
+	if (c->n_owed_buffered == 0)
+		return;
+	relay_handoff_owed_answered(r, c->owed_buffered[c->owed_buffered_head]);
+	c->owed_buffered_head++;
+	c->n_owed_buffered--;
+}
+
 /* ---- taking over ---- */
 
 /* The answer a request gets when the process that took it ended without
@@ -134,13 +166,26 @@ void relay_handoff_owed_answered(Relay *r, int owed)
 /* Items dropped at a take-over logged one by one; past this, counted. */
 #define RELAY_HANDOFF_DROP_LOG_MAX 32u
 
+/* The owed section's room for its records, at most. */
+#define RELAY_HANDOFF_OWED_MAX_BYTES (256u << 20)
+
+/* Answers a crash may leave owed: a client's slow sends and the requests
+ * it has read and not handled (its input buffer), within a bound. */
+static uint32_t relay_handoff_owed_room(const Relay *r)
+{
+	uint64_t n = (uint64_t)r->cfg.max_clients *
+		     (MAX(r->cfg.max_slow_sends, 1u) + CLIENT_INPUT_FRAMES);
+
+	return (uint32_t)MIN(n, RELAY_HANDOFF_OWED_MAX_BYTES / sizeof(HandoffOwed));
+}
+
 static HandoffShape relay_handoff_shape(const Relay *r)
 {
 	return (HandoffShape){ .dev = r->port->dev,
 			       .port = r->port->port,
 			       .n_clients = r->cfg.max_clients,
 			       .max_gids = r->cfg.max_gids,
-			       .n_owed = r->cfg.max_clients * MAX(r->cfg.max_slow_sends, 1u),
+			       .n_owed = relay_handoff_owed_room(r),
 			       .vms_bytes = r->vms.state_room };
 }
 
@@ -383,6 +428,9 @@ static void relay_handoff_answer_owed(Relay *r, RelayClient *c)
 		log_notice("client %u (pid %d): %u requests the previous process ended without "
 			   "answering are answered %s now, to be sent again",
 			   c->id, (int)c->conn.cred.pid, answered, strerror(-RELAY_HANDOFF_OWED_ERR));
+		/* Now, not with the next MAD that wakes the loop: a QEMU waits
+		 * for this answer and may send nothing else until it has it. */
+		relay_flush_dirty(r);
 	}
 }
 
@@ -699,9 +747,12 @@ static void relay_handoff_refuse_buffered(Relay *r, RelayClient *c)
 
 	/* Only what is buffered: client_next_frame() reads no more while a
 	 * whole frame is. */
-	while (refused < n && client_next_frame(&c->conn, &m) == 1 &&
-	       relay_respond(r, c, m, -EAGAIN) == 0)
+	while (refused < n && client_next_frame(&c->conn, &m) == 1) {
+		relay_handoff_buffered_taken(r, c);
+		if (relay_respond(r, c, m, -EAGAIN) < 0)
+			break;
 		refused++;
+	}
 	if (refused > 0)
 		log_notice("client %u (pid %d): %u requests it sent were not handled before the "
 			   "restart; they are answered EAGAIN, to be sent again",

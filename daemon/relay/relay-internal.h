@@ -80,6 +80,11 @@ struct RelayClient {
 	bool dirty; /* on the relay's list of clients to flush */
 	unsigned bad_frames; /* consecutive */
 	unsigned slow_sends; /* MADs with a sender process, their responses reserved */
+	/* Requests read and not handled while reading is paused: the owed
+	 * records of the first n_owed_buffered frames of the input buffer,
+	 * from owed_buffered_head (relay_handoff_owe_buffered()). */
+	int owed_buffered[CLIENT_INPUT_FRAMES];
+	unsigned owed_buffered_head, n_owed_buffered;
 	GList *unregistered; /* its link in Relay.unregistered until its first REG */
 	struct rdmacm_mux_client_stats stats;
 	/* The sessions the TX warm pass found for the frames buffered when it
@@ -188,6 +193,16 @@ void relay_handoff_client_c1_logged(Relay *r, RelayClient *c);
 int relay_handoff_owe(Relay *r, RelayClient *c, uint64_t seq, const struct rdmacm_mux_msg *req);
 /* The answer of record @owed (or -1) is queued: the record goes. */
 void relay_handoff_owed_answered(Relay *r, int owed);
+/**
+ * relay_handoff_owe_buffered() - @c's reading paused with requests read and
+ * not handled (they left the socket, no answer is queued): write down
+ * that each is owed, after every answer already owed, so that a crash
+ * before they are handled does not leave them unanswered.
+ */
+void relay_handoff_owe_buffered(Relay *r, RelayClient *c);
+/* The first buffered frame of @c is being handled (or answered): its
+ * record goes. */
+void relay_handoff_buffered_taken(Relay *r, RelayClient *c);
 /* The relay goes: the hand-off's event sources go with it. */
 void relay_handoff_free(Relay *r);
 

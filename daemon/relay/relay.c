@@ -596,6 +596,10 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 								  : "read error");
 			return;
 		}
+		/* Its owed record, if a pause wrote one down, goes: it is
+		 * answered from here on as any request is. */
+		if (c->n_owed_buffered)
+			relay_handoff_buffered_taken(r, c);
 		/* A refill within the batch: warm the lookups of the frames
 		 * after this one when the table is big. */
 		if (client_take_refill(&c->conn)) {
@@ -606,6 +610,10 @@ static void relay_client_io(Relay *r, RelayClient *c, uint32_t revents)
 		if (!relay_handle_request(r, c, m, hint))
 			return;
 	}
+	/* Paused with requests read and not handled: they left the socket
+	 * and have no answer queued, so a crash now must not lose them. */
+	if (c->reading_paused)
+		relay_handoff_owe_buffered(r, c);
 }
 
 /* Serve the clients that may read again and have frames buffered. */

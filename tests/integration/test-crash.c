@@ -247,6 +247,50 @@ UNIT_FIXTURE_TEST("/crash/owed-answers", NULL, fixture_setup, test_owed_answers)
 			 ==, N_Q);
 }
 
+/*
+ * A client that pipelines (librdmacm-mux does) writes twelve REQs to a GID
+ * no port has in one write: the daemon reads all twelve, two go to sender
+ * processes (--max-slow-sends 2) and the client's reading pauses with ten
+ * read and not handled. The daemon dies. Those ten were neither in the
+ * socket nor answered: the successor answers all twelve, -EAGAIN, in the
+ * order sent, once each. A library client matches answers to requests in
+ * order, so one missing answer would shift every later one.
+ */
+UNIT_FIXTURE_TEST("/crash/buffered-requests", NULL, fixture_setup, test_buffered_requests)
+{
+	enum { N = 12, SLOW = 2 };
+	struct rdmacm_mux_msg frames[N], m;
+	(void)data;
+
+	for (unsigned i = 0; i < N; i++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+		uint8_t nowhere[IB_GID_LEN], mad[256];
+
+		gid_parse(text, nowhere);
+		mad_build_req(mad, 0x300 + i, f->qgid[0], nowhere, ++f->tid);
+		qemu_frame(&frames[i], f->qgid[0], mad);
+	}
+	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", SLOW, 5000));
+	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
+
+	kill_and_restart(f);
+	for (unsigned i = 0; i < N; i++) {
+		if (raw_recv(f->q[0], &m, 5000) != 0)
+			g_error("answer %u of %u did not come; the daemon said:\n%s", i + 1, N,
+				daemon_output(f->da));
+		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+		g_assert_cmpint(m.hdr.err_code, ==, -EAGAIN);
+		g_assert_cmpuint(mad_local(m.umad.mad), ==, 0x300u + i);
+	}
+	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_owed_answered_total"), ==, N);
+	/* Exactly once: the next request gets the next answer. */
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[0]);
+	g_assert_cmpint(raw_request(f->q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	g_assert_cmpint(raw_recv(f->q[0], &m, 300), ==, -ETIMEDOUT);
+}
+
 /* Client i holds an established session with its peer. */
 static void establish(Fixture *f, int i, uint32_t comm)
 {
