@@ -5,8 +5,9 @@
  * manager's fd store, taking all of it over at start (converting another
  * version's), the answers owed to clients, the crash-loop guard, and the
  * planned hand-off at SIGTERM. A crash then costs at most the MADs in
- * flight, every request a client waits on whose MAD a sender had is
- * answered by the successor (one read and not yet handled is lost),
+ * flight, every request a client waits on whose MAD a sender had, or
+ * that was read and not handled while its reading waited, is answered by
+ * the successor,
  * and a planned restart or upgrade answers every request it took in
  * (those it did not handle with EAGAIN); no client sees its socket close.
  */
