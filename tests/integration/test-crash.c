@@ -271,12 +271,12 @@ UNIT_FIXTURE_TEST("/crash/buffered-requests", NULL, fixture_setup, test_buffered
 		qemu_frame(&frames[i], f->qgid[0], mad);
 	}
 	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
-	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", SLOW, 5000));
+	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", SLOW, HARNESS_WAIT_MS));
 	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
 
 	kill_and_restart(f);
 	for (unsigned i = 0; i < N; i++) {
-		if (raw_recv(f->q[0], &m, 5000) != 0)
+		if (raw_recv(f->q[0], &m, HARNESS_WAIT_MS) != 0)
 			g_error("answer %u of %u did not come; the daemon said:\n%s", i + 1, N,
 				daemon_output(f->da));
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
