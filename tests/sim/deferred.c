@@ -102,6 +102,10 @@ static void *worker(void *arg)
 	static uint8_t pkt[SIM_PKT_SIZE];
 
 	(void)arg;
+	/* Named, so that a count of a process's system calls and wake-ups
+	 * (rdmacm-mux-bench --syscalls) can tell the simulator's stand-in
+	 * for the kernel's MAD timers from the program's own threads. */
+	pthread_setname_np(pthread_self(), "umad-sim-defer");
 	pthread_mutex_lock(&lock);
 	for (;;) {
 		struct job *j;
