@@ -7,7 +7,8 @@
  *   rdmacm-mux-bench [--quick] [--json FILE] [--plot FILE] [--daemon PATH]
  *                    [--sim-lib PATH] [--runs N] [--run-ms MS] [--check]
  *                    [--cost] [--cost-mads N] [--only GROUP,...] [--verbose]
- *                    [--unreachable-delay-ms MS]
+ *                    [--unreachable-delay-ms MS] [--peer PATH|auto|cached]
+ *                    [--syscalls]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 
 #include "driver.h"
 #include "fabric.h"
+#include "syscount.h"
 
 #define A_CLIENT_GIDS 1010  /* simA: fe80::a, ::ffff:10.0.1.1, then clients at 2.. */
 #define B_CLIENT_GIDS 120   /* simB: fe80::b, ::ffff:10.0.2.1 (the sink), then clients */
@@ -38,6 +40,7 @@
 /* Clients whose GID index is below 256 (simA: 2..255) can send; see README. */
 #define MAX_SENDERS (UMAD_GID_INDEXES - 2)
 #define MAX_COST_ROWS 16
+#define MAX_SYS_ROWS 16
 
 typedef struct Opts {
 	bool quick, check, cost, verbose;
@@ -48,12 +51,29 @@ typedef struct Opts {
 	const char *only;      /* --only: a comma-separated list of row groups */
 	unsigned cost_mads;    /* --cost-mads: MADs per callgrind count */
 	unsigned unreach_ms;   /* --unreachable-delay-ms: the stall of a send to a missing GID */
+	const char *peer;      /* --peer: QEMU's rdmacm-mux, "auto" (build it) or "cached" */
+	bool syscalls;	       /* --syscalls: system calls and wake-ups per MAD */
 } Opts;
+
+/*
+ * The relays a clients sweep compares: our daemon, the limit probe, and
+ * with --peer QEMU's own contrib/rdmacm-mux as built (it logs every MAD
+ * through syslog) and with a no-op syslog() preloaded (its best case).
+ */
+typedef enum RelayKind {
+	RELAY_DAEMON,
+	RELAY_PROBE,
+	RELAY_QEMU,
+	RELAY_QEMU_NOLOG,
+	RELAY_KINDS
+} RelayKind;
+
+static const char *const relay_names[RELAY_KINDS] = { "daemon", "probe", "qemu", "qemu-nolog" };
 
 /* --cost: instructions (callgrind Ir) per MAD over a fixed number of MADs. */
 typedef struct CostRow {
 	char name[24];
-	char relay[8];
+	char relay[12];
 	unsigned clients;
 	uint32_t sessions;
 	uint64_t mads;	     /* MADs counted */
@@ -62,9 +82,18 @@ typedef struct CostRow {
 	char vs[24];	     /* what the ratio is against */
 } CostRow;
 
+/* --syscalls: system calls and wake-ups per MAD of one relay in one pattern. */
+typedef struct SysRow {
+	char name[24];
+	char relay[12];
+	unsigned clients;
+	uint64_t mads;
+	SysResult r;
+} SysRow;
+
 typedef struct Row {
 	char name[48];
-	char relay[8];	   /* daemon, probe */
+	char relay[12];	   /* relay_names[] */
 	char unit[12];	   /* MADs/s, cycles/s */
 	unsigned clients;
 	uint32_t sessions;
@@ -72,6 +101,7 @@ typedef struct Row {
 	double v[MAX_RUNS]; /* every run's rate, over all blocks */
 	unsigned nv;
 	double ratio;	   /* med / the probe's, 0 when there is none */
+	double vs_peer[2]; /* med / QEMU's mux as built, and syslog-free (--peer) */
 	uint64_t p50, p99, p999; /* latency rows (ns) */
 	Hist *lat_acc;	   /* a latency row measured in blocks: all blocks' samples */
 	uint64_t errors;
@@ -85,6 +115,7 @@ static struct {
 	int ctl;
 	pid_t wire, probe, daemon_a, daemon_b;
 	pid_t starting; /* a relay forked but not serving yet */
+	char *peer_bin;	/* --peer: QEMU's rdmacm-mux, resolved */
 	uint8_t a_gid[A_CLIENT_GIDS][16], b_gid[B_CLIENT_GIDS][16], sink_gid[16], a_port_gid[16];
 	int a_idx[A_CLIENT_GIDS], b_idx[B_CLIENT_GIDS];
 	Row rows[MAX_ROWS];
@@ -96,12 +127,15 @@ static struct {
 	double rss_per_client, rss_per_session, rss_1m_mb, rss_base_mb;
 	unsigned rss_clients;
 	uint32_t rss_sessions;
+	bool sessions_swept;
 	double tx_peak10;
 	double rx_peak10;
 	char *exe, *shared_path;
 	CostRow cost[MAX_COST_ROWS];
 	unsigned ncost;
 	char *cost_dir;
+	SysRow sys[MAX_SYS_ROWS];
+	unsigned nsys;
 	double load_before;
 } B = { .ctl = -1 };
 
@@ -335,10 +369,18 @@ static void pin_relay(void)
 		(void)sched_setaffinity(0, sizeof(B.relay_cpus), &B.relay_cpus);
 }
 
-/* @valgrind: under callgrind (--cost), dumps tagged @valgrind. */
-static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgrind)
+/*
+ * Start a relay that takes rdmacm-mux's command line on @ca, serving @sock:
+ * our daemon, or (@kind RELAY_QEMU, RELAY_QEMU_NOLOG) QEMU's mux through
+ * its adapter, which translates the options and execs it.
+ * @valgrind: under callgrind (--cost), dumps tagged @valgrind.
+ */
+static pid_t relay_start_vg(RelayKind kind, const char *ca, const char *sock,
+			    const char *valgrind)
 {
 	g_autofree char *log = g_strdup_printf("%s/daemon-%s.log", B.dir, ca);
+	const char *prog = kind == RELAY_DAEMON ? B.o.daemon
+						: BENCH_PEER_DIR "/qemu-rdmacm-mux-adapter.sh";
 	pid_t pid = fork();
 
 	if (pid < 0)
@@ -348,7 +390,7 @@ static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgr
 		const char *argv[32];
 		char *vg_out = NULL;
 		unsigned n = valgrind ? vg_argv(argv, valgrind, &vg_out) : 0;
-		const char *args[] = { B.o.daemon, "-d", ca, "--socket", sock,
+		const char *args[] = { prog, "-d", ca, "--socket", sock,
 				       "--max-clients", "4096", "--max-sessions", "16777216",
 				       "--handshake-timeout", "86400000", "--closing-timeout", "2000",
 				       "--log-level", "warning", NULL };
@@ -360,14 +402,26 @@ static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgr
 			pin_relay();
 		dup2(fd, 1);
 		dup2(fd, 2);
+		if (kind != RELAY_DAEMON) {
+			setenv("RDMACM_MUX_PEER_BIN", B.peer_bin, 1);
+			if (kind == RELAY_QEMU_NOLOG)
+				setenv("RDMACM_MUX_PEER_NOSYSLOG", BENCH_NOSYSLOG_LIB, 1);
+			else
+				unsetenv("RDMACM_MUX_PEER_NOSYSLOG");
+		}
 		if (valgrind)
 			execvp("valgrind", (char **)argv);
 		else
-			execv(B.o.daemon, (char **)argv);
+			execv(prog, (char **)argv);
 		_exit(127);
 	}
-	wait_serving(pid, sock, B.o.daemon, log);
+	wait_serving(pid, sock, prog, log);
 	return pid;
+}
+
+static pid_t daemon_start_vg(const char *ca, const char *sock, const char *valgrind)
+{
+	return relay_start_vg(RELAY_DAEMON, ca, sock, valgrind);
 }
 
 static pid_t daemon_start(const char *ca, const char *sock)
@@ -423,6 +477,26 @@ static void stop(pid_t *pid, int sig)
 	kill(*pid, sig);
 	waitpid(*pid, &status, 0);
 	*pid = 0;
+}
+
+/*
+ * Stop daemon A, or QEMU's mux in its place: that one leaves its socket and
+ * the adapter's link to it behind, which our daemon would refuse to replace.
+ */
+static void relay_stop(RelayKind kind)
+{
+	stop(&B.daemon_a, SIGTERM);
+	if (kind != RELAY_DAEMON) {
+		g_autofree char *target = g_file_read_link(B.sock_a, NULL);
+
+		if (target) {
+			g_autofree char *dir = g_path_get_dirname(B.sock_a);
+			g_autofree char *path = g_build_filename(dir, target, NULL);
+
+			unlink(path);
+		}
+		unlink(B.sock_a);
+	}
 }
 
 /* @valgrind: exec the probe under callgrind (--cost), dumps tagged @valgrind. */
@@ -628,7 +702,7 @@ static void measure(Driver *d, Row *r, DriveMode mode, double rate, bool latency
 		r->p99 = hist_quantile(h, 0.99);
 		r->p999 = hist_quantile(h, 0.999);
 	}
-	fprintf(stderr, "  %-22s %-6s %5u clients %8u sessions: %12.0f %s (min %.0f max %.0f, %u runs)%s\n",
+	fprintf(stderr, "  %-22s %-10s %5u clients %8u sessions: %12.0f %s (min %.0f max %.0f, %u runs)%s\n",
 		r->name, r->relay, r->clients, r->sessions, r->med, r->unit, r->min, r->max, r->nv,
 		r->errors ? " ERRORS" : "");
 }
@@ -704,15 +778,16 @@ typedef struct RowSet {
 	Row *tx, *rx, *qm;
 } RowSet;
 
-/* One block of a clients sweep through a fresh daemon. */
-static void clients_block_daemon(unsigned clients, uint32_t sessions, bool first, const RowSet *rs)
+/* One block of a clients sweep through a fresh daemon, or QEMU's mux. */
+static void clients_block_daemon(RelayKind kind, unsigned clients, uint32_t sessions, bool first,
+				 const RowSet *rs)
 {
 	Driver d;
 	double rss0;
 
-	B.daemon_a = daemon_start("simA", B.sock_a);
+	B.daemon_a = relay_start_vg(kind, "simA", B.sock_a, NULL);
 	rss0 = rss_mb(B.daemon_a);
-	if (first) {
+	if (kind == RELAY_DAEMON && first) {
 		rss_idle = rss0;
 		rss_connected = 0; /* daemon_clients() takes the per-client figure */
 		B.rss_base_mb = rss0;
@@ -727,7 +802,7 @@ static void clients_block_daemon(unsigned clients, uint32_t sessions, bool first
 		measure(&d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
 	driver_close_all(&d);
 	g_usleep(50000);
-	stop(&B.daemon_a, SIGTERM);
+	relay_stop(kind);
 }
 
 /* The same block through the limit probe. */
@@ -746,47 +821,63 @@ static void clients_block_probe(unsigned clients, uint32_t sessions, const RowSe
 	probe_stop(SIGKILL);
 }
 
+static void ratio_peer(Row *r, unsigned which, const Row *peer)
+{
+	if (r && peer && peer->med > 0)
+		r->vs_peer[which] = r->med / peer->med;
+}
+
 /*
- * Clients sweep: TX, RX and QEMU-style through the daemon and through the
- * probe. The load of a shared machine drifts over tens of seconds, so the
- * two are measured in alternating blocks (daemon, probe, probe, daemon,
- * ...) and each row's median is over all its blocks' runs: a ratio then
- * compares the same stretches of time.
+ * Clients sweep: TX, RX and QEMU-style through the daemon, the probe and
+ * (--peer) QEMU's mux as built and syslog-free. The load of a shared
+ * machine drifts over tens of seconds, so the relays are measured in
+ * alternating blocks, forward then backward (daemon, probe, probe,
+ * daemon, ...; with the peer: daemon, probe, qemu, qemu-nolog, qemu-nolog,
+ * qemu, probe, daemon, ...), and each row's median is over all its blocks'
+ * runs: a ratio then compares the same stretches of time.
  */
 static void sweep_clients(unsigned clients)
 {
 	uint32_t sessions = clients > 1000 ? clients : 1000;
 	bool qemu = clients <= 100;
-	RowSet dmn, prb;
+	unsigned nk = B.peer_bin ? RELAY_KINDS : 2;
+	RowSet rs[RELAY_KINDS];
 
 	fprintf(stderr, "rdmacm-mux-bench: %u clients, %u sessions\n", clients, sessions);
-	dmn.tx = row_new("tx", "daemon", clients, sessions);
-	dmn.rx = row_new("rx", "daemon", clients, sessions);
-	dmn.qm = qemu ? row_new("qemu-style", "daemon", clients, sessions) : NULL;
-	prb.tx = row_new("tx", "probe", clients, sessions);
-	prb.rx = row_new("rx", "probe", clients, sessions);
-	prb.qm = qemu ? row_new("qemu-style", "probe", clients, sessions) : NULL;
-	for (unsigned b = 0; b < B.o.blocks; b++) {
-		if (b % 2 == 0) {
-			clients_block_daemon(clients, sessions, b == 0, &dmn);
-			clients_block_probe(clients, sessions, &prb);
-		} else {
-			clients_block_probe(clients, sessions, &prb);
-			clients_block_daemon(clients, sessions, false, &dmn);
-		}
+	for (unsigned k = 0; k < nk; k++) {
+		rs[k].tx = row_new("tx", relay_names[k], clients, sessions);
+		rs[k].rx = row_new("rx", relay_names[k], clients, sessions);
+		rs[k].qm = qemu ? row_new("qemu-style", relay_names[k], clients, sessions) : NULL;
 	}
+	for (unsigned b = 0; b < B.o.blocks; b++)
+		for (unsigned i = 0; i < nk; i++) {
+			RelayKind k = b % 2 == 0 ? i : nk - 1 - i;
+
+			if (k == RELAY_PROBE)
+				clients_block_probe(clients, sessions, &rs[k]);
+			else
+				clients_block_daemon(k, clients, sessions, b == 0, &rs[k]);
+		}
 	if (clients > MAX_SENDERS)
-		for (Row *r = dmn.tx; r <= &B.rows[B.nrows - 1]; r++)
+		for (Row *r = rs[0].tx; r <= &B.rows[B.nrows - 1]; r++)
 			snprintf(r->note, sizeof(r->note),
 				 "the first %u clients send and receive, the rest are idle (GID index < 256)",
 				 MAX_SENDERS);
-	ratio(dmn.tx, prb.tx);
-	ratio(dmn.rx, prb.rx);
+	ratio(rs[RELAY_DAEMON].tx, rs[RELAY_PROBE].tx);
+	ratio(rs[RELAY_DAEMON].rx, rs[RELAY_PROBE].rx);
 	if (qemu)
-		ratio(dmn.qm, prb.qm);
+		ratio(rs[RELAY_DAEMON].qm, rs[RELAY_PROBE].qm);
+	for (unsigned k = 0; B.peer_bin && k < RELAY_QEMU; k++)
+		for (unsigned w = 0; w < 2; w++) {
+			const RowSet *p = &rs[RELAY_QEMU + w];
+
+			ratio_peer(rs[k].tx, w, p->tx);
+			ratio_peer(rs[k].rx, w, p->rx);
+			ratio_peer(rs[k].qm, w, p->qm);
+		}
 	if (clients == 10) {
-		B.tx_peak10 = dmn.tx->med;
-		B.rx_peak10 = dmn.rx->med;
+		B.tx_peak10 = rs[RELAY_DAEMON].tx->med;
+		B.rx_peak10 = rs[RELAY_DAEMON].rx->med;
 	}
 }
 
@@ -854,6 +945,7 @@ static void sweep_sessions(const uint32_t *sizes, unsigned n)
 	for (unsigned i = 0; i < n && m < G_N_ELEMENTS(all); i++)
 		if (sizes[i] != 1000)
 			all[m++] = sizes[i];
+	B.sessions_swept = true;
 	for (unsigned i = 0; i < m; i++) {
 		tx[i] = row_new("tx-sessions", "daemon", 10, all[i]);
 		rx[i] = row_new("rx-sessions", "daemon", 10, all[i]);
@@ -1305,6 +1397,134 @@ static void cost_rows(uint32_t big_sessions)
 		   "daemon, 1000 sessions");
 }
 
+/* ---- --syscalls: system calls and wake-ups per MAD ---- */
+
+/*
+ * One pattern through one relay: a warm-up burst, @n MADs counting the
+ * wake-ups (untraced: a tracer changes when threads sleep), then @n more
+ * with every thread under strace -c.
+ */
+static void sys_row(Driver *d, pid_t pid, const char *name, RelayKind kind, DriveMode mode,
+		    uint64_t n)
+{
+	SysCount sc;
+	SysRow *s;
+	uint64_t got;
+
+	if (B.nsys == MAX_SYS_ROWS)
+		die("too many syscall rows");
+	s = &B.sys[B.nsys++];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(s->relay, sizeof(s->relay), "%s", relay_names[kind]);
+	s->clients = d->n;
+	(void)cost_burst(d, mode, n / 10 > 200 ? n / 10 : 200);
+	if (syscount_begin(&sc, pid, NULL) < 0)
+		die("the relay has no threads to count");
+	got = cost_burst(d, mode, n);
+	syscount_end(&sc, got, &s->r);
+	if (syscount_begin(&sc, pid, B.dir) < 0)
+		die("cannot trace the relay (is strace installed, and may we ptrace?)");
+	s->mads = cost_burst(d, mode, n);
+	syscount_end(&sc, s->mads, &s->r);
+	if (!got || !s->mads)
+		die("no MADs moved while counting system calls");
+	fprintf(stderr, "  syscalls %-10s %-10s %4u clients, per MAD: main thread %.2f calls, "
+			"%.2f wake-ups, %.2f CPU us (%.2f us waiting for a CPU); others %.2f, %.2f, %.2f; "
+			"simulator %.2f, %.2f, %.2f\n",
+		s->name, s->relay, s->clients, s->r.calls[SYS_MAIN], s->r.wakeups[SYS_MAIN],
+		s->r.cpu_us[SYS_MAIN], s->r.wait_us[SYS_MAIN], s->r.calls[SYS_OTHER],
+		s->r.wakeups[SYS_OTHER], s->r.cpu_us[SYS_OTHER], s->r.calls[SYS_FABRIC], s->r.wakeups[SYS_FABRIC],
+		s->r.cpu_us[SYS_FABRIC]);
+}
+
+/*
+ * The patterns of the --cost rows (TX, RX, QEMU-style at 10 clients,
+ * QEMU-style at 1) through each relay of the clients sweep.
+ */
+static void syscall_rows(void)
+{
+	uint64_t n = B.o.quick ? 1000 : 4000;
+	unsigned nk = B.peer_bin ? RELAY_KINDS : 2;
+
+	fprintf(stderr, "rdmacm-mux-bench: --syscalls: strace -c, %llu MADs per row\n",
+		(unsigned long long)n);
+	for (unsigned k = 0; k < nk; k++) {
+		Driver d;
+		pid_t pid;
+
+		rss_connected = 1;
+		for (unsigned pass = 0; pass < 2; pass++) {
+			unsigned clients = pass == 0 ? 10 : 1;
+
+			if (k == RELAY_PROBE && clients == 10)
+				pid = B.probe = probe_start();
+			else if (clients == 10)
+				pid = B.daemon_a = relay_start_vg(k, "simA", B.sock_a, NULL);
+			if (k == RELAY_PROBE)
+				probe_clients(&d, clients, 1000);
+			else
+				daemon_clients(&d, clients, 1000);
+			blast_setup(1000);
+			if (clients == 10) {
+				sys_row(&d, pid, "tx", k, DRIVE_TX, n);
+				sys_row(&d, pid, "rx", k, DRIVE_RX, n);
+				sys_row(&d, pid, "qemu-style", k, DRIVE_QEMU, n / 2);
+			} else {
+				sys_row(&d, pid, "qemu-style", k, DRIVE_QEMU, n / 4);
+			}
+			driver_close_all(&d);
+		}
+		if (k == RELAY_PROBE)
+			probe_stop(SIGTERM);
+		else
+			relay_stop(k);
+	}
+}
+
+/* "name n.nn, ..." of a group's most frequent calls. */
+static void sys_calls_text(GString *out, const SysResult *r, SysGroup g)
+{
+	for (unsigned k = 0; k < r->ntop[g]; k++)
+		if (r->top[g][k].per_mad >= 0.005)
+			g_string_append_printf(out, "%s%s %.2f", out->len ? ", " : "", r->top[g][k].name,
+					       r->top[g][k].per_mad);
+}
+
+static void print_sys_table(FILE *f)
+{
+	static const char *const groups[SYS_GROUPS] = { "main", "others", "sim" };
+
+	if (!B.nsys)
+		return;
+	fprintf(f, "\nsystem calls, wake-ups and CPU time per MAD: main = the relay's main thread, "
+		   "others = its other threads and child processes, sim = the simulator's timer "
+		   "thread (the kernel's part); calls from strace -c of every thread, wake-ups "
+		   "(voluntary context switches), CPU us and the main thread's run-queue us "
+		   "(runnable, waiting for a CPU) from /proc in an untraced run:\n");
+	fprintf(f, "%-12s %-10s %7s %6s", "row", "relay", "clients", "MADs");
+	for (unsigned g = 0; g < SYS_GROUPS; g++)
+		fprintf(f, " %6s %5s %6s%s", groups[g], "wake", "us", g == SYS_MAIN ? "   runq" : "");
+	fprintf(f, "  %s\n", "calls per MAD (main; others)");
+	for (unsigned i = 0; i < B.nsys; i++) {
+		const SysRow *s = &B.sys[i];
+		g_autoptr(GString) main_calls = g_string_new(NULL);
+		g_autoptr(GString) other_calls = g_string_new(NULL);
+
+		sys_calls_text(main_calls, &s->r, SYS_MAIN);
+		sys_calls_text(other_calls, &s->r, SYS_OTHER);
+		fprintf(f, "%-12s %-10s %7u %6llu", s->name, s->relay, s->clients,
+			(unsigned long long)s->mads);
+		for (unsigned g = 0; g < SYS_GROUPS; g++) {
+			fprintf(f, " %6.2f %5.2f %6.2f", s->r.calls[g], s->r.wakeups[g], s->r.cpu_us[g]);
+			if (g == SYS_MAIN)
+				fprintf(f, " %6.1f", s->r.wait_us[g]);
+		}
+		fprintf(f, "  %s%s%s\n", main_calls->str, other_calls->len ? "; " : "",
+			other_calls->str);
+	}
+}
+
 /* ---- output ---- */
 
 /* The --cost row that goes with a throughput row, if any. */
@@ -1328,7 +1548,7 @@ static void print_cost_table(FILE *f)
 		return;
 	fprintf(f, "\ncallgrind, per MAD (%u MADs per row; qemu-style 1/2 and 1/4 of that):\n",
 		B.o.cost_mads);
-	fprintf(f, "%-12s %-6s %7s %8s %8s %9s %9s %9s %8s %s\n", "row", "relay", "clients",
+	fprintf(f, "%-12s %-10s %7s %8s %8s %9s %9s %9s %8s %s\n", "row", "relay", "clients",
 		"sessions", "MADs", "Ir/MAD", "D1miss", "LLmiss", "Ir ratio", "against");
 	for (unsigned i = 0; i < B.ncost; i++) {
 		const CostRow *c = &B.cost[i];
@@ -1336,24 +1556,35 @@ static void print_cost_table(FILE *f)
 
 		if (c->ratio > 0)
 			snprintf(ratio_s, sizeof(ratio_s), "%.2f", c->ratio);
-		fprintf(f, "%-12s %-6s %7u %8u %8llu %9.0f %9.2f %9.3f %8s %s\n", c->name, c->relay,
+		fprintf(f, "%-12s %-10s %7u %8u %8llu %9.0f %9.2f %9.3f %8s %s\n", c->name, c->relay,
 			c->clients, c->sessions, (unsigned long long)c->mads, c->ir, c->d1, c->ll,
 			ratio_s, c->vs[0] ? c->vs : "");
 	}
 }
 
+/*
+ * The table. "ratio" is against the probe (or what the row's note says);
+ * with --peer, "x qemu" and "x nolog" are the row's median over QEMU's
+ * mux's, as built and syslog-free, in the same clients sweep.
+ */
 static void print_table(FILE *f)
 {
-	fprintf(f, "\n%-20s %-6s %7s %8s %12s %12s %12s %6s %8s %9s %9s %9s %s\n", "row", "relay",
-		"clients", "sessions", "median", "min", "max", "ratio", "Ir ratio", "p50 us",
-		"p99 us", "p99.9 us", "unit");
+	fprintf(f, "\n%-20s %-10s %7s %8s %12s %12s %12s %6s", "row", "relay", "clients",
+		"sessions", "median", "min", "max", "ratio");
+	if (B.peer_bin)
+		fprintf(f, " %7s %7s", "x qemu", "x nolog");
+	fprintf(f, " %8s %9s %9s %9s %s\n", "Ir ratio", "p50 us", "p99 us", "p99.9 us", "unit");
 	for (unsigned i = 0; i < B.nrows; i++) {
 		const Row *r = &B.rows[i];
 		const CostRow *c = row_cost(r);
 		char ratio_s[16] = "-", l50[16] = "-", l99[16] = "-", l999[16] = "-", ir_s[16] = "-";
+		char peer_s[2][16] = { "-", "-" };
 
 		if (r->ratio > 0)
 			snprintf(ratio_s, sizeof(ratio_s), "%.2f", r->ratio);
+		for (unsigned w = 0; w < 2; w++)
+			if (r->vs_peer[w] > 0)
+				snprintf(peer_s[w], sizeof(peer_s[w]), "%.2f", r->vs_peer[w]);
 		if (c && c->ratio > 0)
 			snprintf(ir_s, sizeof(ir_s), "%.2f", c->ratio);
 		if (r->p50 || r->p99) {
@@ -1361,11 +1592,15 @@ static void print_table(FILE *f)
 			snprintf(l99, sizeof(l99), "%.1f", (double)r->p99 / 1e3);
 			snprintf(l999, sizeof(l999), "%.1f", (double)r->p999 / 1e3);
 		}
-		fprintf(f, "%-20s %-6s %7u %8u %12.0f %12.0f %12.0f %6s %8s %9s %9s %9s %s%s\n",
-			r->name, r->relay, r->clients, r->sessions, r->med, r->min, r->max, ratio_s, ir_s,
-			l50, l99, l999, r->unit, r->errors ? "  ERRORS!" : "");
+		fprintf(f, "%-20s %-10s %7u %8u %12.0f %12.0f %12.0f %6s", r->name, r->relay,
+			r->clients, r->sessions, r->med, r->min, r->max, ratio_s);
+		if (B.peer_bin)
+			fprintf(f, " %7s %7s", peer_s[0], peer_s[1]);
+		fprintf(f, " %8s %9s %9s %9s %s%s\n", ir_s, l50, l99, l999, r->unit,
+			r->errors ? "  ERRORS!" : "");
 	}
 	print_cost_table(f);
+	print_sys_table(f);
 	fprintf(f, "\nmemory: daemon RSS %.1f MiB idle; %.0f bytes per client (%u clients); "
 		   "%.1f bytes per live session and %.1f MiB total at %u sessions\n",
 		B.rss_base_mb, B.rss_per_client, B.rss_clients, B.rss_per_session, B.rss_1m_mb,
@@ -1396,10 +1631,11 @@ static void write_json(const char *path)
 
 		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"sessions\": %u, "
 			   "\"unit\": \"%s\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, "
-			   "\"ratio\": %.3f, \"ir_ratio\": %.3f, \"p50_ns\": %llu, \"p99_ns\": %llu, "
+			   "\"ratio\": %.3f, \"ratio_qemu\": %.3f, \"ratio_qemu_nolog\": %.3f, "
+			   "\"ir_ratio\": %.3f, \"p50_ns\": %llu, \"p99_ns\": %llu, "
 			   "\"p999_ns\": %llu, \"errors\": %llu, \"runs\": [",
 			r->name, r->relay, r->clients, r->sessions, r->unit, r->med, r->min, r->max,
-			r->ratio, c ? c->ratio : 0.0, (unsigned long long)r->p50,
+			r->ratio, r->vs_peer[0], r->vs_peer[1], c ? c->ratio : 0.0, (unsigned long long)r->p50,
 			(unsigned long long)r->p99, (unsigned long long)r->p999,
 			(unsigned long long)r->errors);
 		for (unsigned k = 0; k < r->nv; k++)
@@ -1415,6 +1651,24 @@ static void write_json(const char *path)
 			   "\"ll_miss_per_mad\": %.4f, \"ir_ratio\": %.3f, \"against\": \"%s\"}%s\n",
 			c->name, c->relay, c->clients, c->sessions, (unsigned long long)c->mads, c->ir,
 			c->d1, c->ll, c->ratio, c->vs, i + 1 < B.ncost ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"syscalls\": [\n");
+	for (unsigned i = 0; i < B.nsys; i++) {
+		static const char *const groups[SYS_GROUPS] = { "main", "others", "sim" };
+		const SysRow *s = &B.sys[i];
+
+		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"mads\": %llu",
+			s->name, s->relay, s->clients, (unsigned long long)s->mads);
+		for (unsigned g = 0; g < SYS_GROUPS; g++) {
+			fprintf(f, ", \"%s\": {\"calls_per_mad\": %.3f, \"wakeups_per_mad\": %.3f, "
+				   "\"cpu_us_per_mad\": %.3f, \"runq_us_per_mad\": %.3f, \"calls\": {",
+				groups[g], s->r.calls[g], s->r.wakeups[g], s->r.cpu_us[g], s->r.wait_us[g]);
+			for (unsigned k = 0; k < s->r.ntop[g]; k++)
+				fprintf(f, "%s\"%s\": %.3f", k ? ", " : "", s->r.top[g][k].name,
+					s->r.top[g][k].per_mad);
+			fprintf(f, "}}");
+		}
+		fprintf(f, "}%s\n", i + 1 < B.nsys ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"memory\": {\"idle_rss_mib\": %.2f, \"bytes_per_client\": %.0f, "
 		   "\"clients\": %u, \"bytes_per_session\": %.1f, \"rss_mib_at_sessions\": %.1f, "
@@ -1533,21 +1787,23 @@ static void usage(void)
 			"                        [--cost-mads N]\n"
 			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
 			"                                unreachable,handshake,handoff,cost] [--verbose]\n"
-			"                        [--no-pin] [--unreachable-delay-ms MS]\n");
+			"                        [--no-pin] [--unreachable-delay-ms MS]\n"
+			"                        [--peer PATH|auto|cached] [--syscalls]\n");
 	exit(2);
 }
 
 /*
  * --only GROUP,...: clients=N (one clients sweep), sessions=N, latency,
- * slow-reader, unreachable, handshake, handoff, cost. Without --only: everything but
- * cost, which --cost adds.
+ * slow-reader, unreachable, handshake, handoff, cost, syscalls. Without
+ * --only: everything but cost and syscalls, which --cost and --syscalls add.
  */
 static bool want(const char *group)
 {
 	g_auto(GStrv) list = NULL;
 
 	if (!B.o.only)
-		return strcmp(group, "cost") != 0 || B.o.cost;
+		return (strcmp(group, "cost") != 0 || B.o.cost) &&
+		       (strcmp(group, "syscalls") != 0 || B.o.syscalls);
 	list = g_strsplit(B.o.only, ",", -1);
 	for (unsigned i = 0; list[i]; i++)
 		if (!strcmp(list[i], group))
@@ -1583,6 +1839,7 @@ static void parse(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' }, { "no-pin", no_argument, NULL, 'n' },
 		{ "probe-serve", required_argument, NULL, 'P' }, { "shared", required_argument, NULL, 'S' },
 		{ "unreachable-delay-ms", required_argument, NULL, 'U' },
+		{ "peer", required_argument, NULL, 'Q' }, { "syscalls", no_argument, NULL, 'Y' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *probe_sock = NULL, *shared = NULL;
@@ -1609,6 +1866,8 @@ static void parse(int argc, char **argv)
 		case 'P': probe_sock = optarg; break;
 		case 'S': shared = optarg; break;
 		case 'U': B.o.unreach_ms = (unsigned)atoi(optarg); break;
+		case 'Q': B.o.peer = optarg; break;
+		case 'Y': B.o.syscalls = true; break;
 		default: usage();
 		}
 	}
@@ -1644,6 +1903,58 @@ static void parse(int argc, char **argv)
 		die("--only clients=N: at most 1010");
 }
 
+/*
+ * --peer: QEMU's rdmacm-mux. "auto" builds it (once, cached: see
+ * bench/peer/build-qemu-rdmacm-mux.sh), "cached" takes a cached build or
+ * exits 77 (skipped) without one. Resolved before the re-execution with the
+ * simulator preloaded (the build's compilers should not carry it), which
+ * finds the path in the environment.
+ */
+static void peer_resolve(void)
+{
+	const char *resolved = getenv("RDMACM_MUX_BENCH_PEER");
+	g_autofree char *out = NULL;
+	g_autoptr(GError) gerr = NULL;
+	g_auto(GStrv) lines = NULL;
+	const char *argv[3] = { BENCH_PEER_DIR "/build-qemu-rdmacm-mux.sh", NULL, NULL };
+	int status = 0;
+	unsigned n;
+
+	if (!B.o.peer)
+		return;
+	if (resolved && *resolved) {
+		B.peer_bin = g_strdup(resolved);
+		return;
+	}
+	if (strcmp(B.o.peer, "auto") && strcmp(B.o.peer, "cached")) {
+		B.peer_bin = g_canonicalize_filename(B.o.peer, NULL);
+	} else {
+		if (!strcmp(B.o.peer, "cached"))
+			argv[1] = "--cached";
+		fprintf(stderr, "rdmacm-mux-bench: %s\n",
+			argv[1] ? "looking for a cached build of QEMU's rdmacm-mux"
+				: "building QEMU's rdmacm-mux (once; cached)");
+		/* its messages go straight to our stderr, its path to @out */
+		if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_CHILD_INHERITS_STDERR, NULL, NULL,
+				  &out, NULL, &status, &gerr))
+			die(gerr->message);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+			fprintf(stderr, "rdmacm-mux-bench: SKIP: no cached build of QEMU's rdmacm-mux\n");
+			exit(77);
+		}
+		if (!g_spawn_check_wait_status(status, NULL))
+			die("bench/peer/build-qemu-rdmacm-mux.sh failed");
+		lines = g_strsplit(g_strstrip(out), "\n", -1);
+		n = g_strv_length(lines);
+		if (!n)
+			die("bench/peer/build-qemu-rdmacm-mux.sh printed no path");
+		B.peer_bin = g_strdup(lines[n - 1]);
+	}
+	if (access(B.peer_bin, X_OK) < 0)
+		die("--peer: not an executable");
+	setenv("RDMACM_MUX_BENCH_PEER", B.peer_bin, 1);
+}
+
 /* The helpers and the daemons need the simulator preloaded: re-exec with it. */
 static void ensure_preload(char **argv)
 {
@@ -1672,6 +1983,7 @@ int main(int argc, char **argv)
 	unsigned ncl;
 
 	parse(argc, argv);
+	peer_resolve();
 	ensure_preload(argv);
 	B.load_before = load_now();
 	B.exe = g_file_read_link("/proc/self/exe", NULL);
@@ -1734,6 +2046,8 @@ int main(int argc, char **argv)
 		slow_reader_rows();
 	if (want("unreachable"))
 		unreachable_rows();
+	if (want("syscalls"))
+		syscall_rows();
 	if (want("cost"))
 		cost_rows(B.o.quick ? quick_sessions[0] : full_sessions[G_N_ELEMENTS(full_sessions) - 1]);
 	if (want("handoff"))
@@ -1765,7 +2079,8 @@ int main(int argc, char **argv)
 					B.rows[i].name, B.rows[i].relay, B.rows[i].clients);
 				return 1;
 			}
-		if (B.total_errors || !(B.rss_per_session > 0)) {
+		/* the memory figures come from the sessions sweep */
+		if (B.total_errors || (B.sessions_swept && !(B.rss_per_session > 0))) {
 			fprintf(stderr, "rdmacm-mux-bench: check: errors or no memory figures\n");
 			return 1;
 		}

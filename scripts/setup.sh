@@ -43,8 +43,11 @@ packages=(
 	# tests/qemu and contrib/qemu/build-qemu.sh: Debian's QEMU 7.2 patched for
 	# mad-socket, qemu-system-x86_64 only (configure --without-default-features
 	# --enable-rdma --enable-pvrdma --enable-slirp --enable-fdt=system); its
-	# source comes through apt-get source (dpkg-dev, above)
+	# source comes through apt-get source (dpkg-dev, below). The bench's peer
+	# (bench --peer), QEMU 7.2's own contrib/rdmacm-mux, is built from the same
+	# source by a tools-only configure; strace counts --syscalls
 	libpixman-1-dev zlib1g-dev libslirp-dev libfdt-dev libibverbs-dev librdmacm-dev
+	strace
 	# the Debian packages (debian/, scripts/package.sh, suite 'package' and
 	# tests/vm-systemd's mode pkg): dpkg-buildpackage, debhelper, lintian
 	dpkg-dev debhelper fakeroot build-essential lintian
