@@ -72,6 +72,20 @@ static void relay_uid_count_add(Relay *r, uid_t uid, int delta)
 		g_hash_table_insert(r->clients_per_uid, GUINT_TO_POINTER(uid), GUINT_TO_POINTER(n));
 }
 
+/*
+ * @c's socket leaves the relay's epoll set, explicitly: closing our fd
+ * removes it only when no other fd shares the socket, and the fd store
+ * (PID 1's copy until it takes FDSTOREREMOVE, or for good if that fails)
+ * holds one. A hung-up socket left there would keep the set readable, and
+ * the loop busy, with events for a client that is gone.
+ */
+static void relay_unwatch_client(Relay *r, RelayClient *c)
+{
+	if (epoll_ctl(r->client_ep, EPOLL_CTL_DEL, c->conn.fd, NULL) < 0)
+		log_ratelimited(LOG_WARNING, NULL, "cannot stop watching client %u: %s", c->id,
+				strerror(errno));
+}
+
 /* @c registered its first GID, or goes: it leaves the unregistered list. */
 void relay_client_registered(Relay *r, RelayClient *c)
 {
@@ -98,8 +112,10 @@ void relay_drop_client(Relay *r, RelayClient *c, const char *why)
 	if (c->dirty)
 		g_ptr_array_remove_fast(r->dirty, c);
 	relay_client_registered(r, c);
-	if (c->conn.fd >= 0)
+	if (c->conn.fd >= 0) {
+		relay_unwatch_client(r, c);
 		relay_uid_count_add(r, c->conn.cred.uid, -1);
+	}
 	if (r->client_cache[c->id & (RELAY_CLIENT_CACHE_SLOTS - 1)] == c)
 		r->client_cache[c->id & (RELAY_CLIENT_CACHE_SLOTS - 1)] = NULL;
 	/* Removing from the table frees the client (and closes its fd). */
@@ -226,20 +242,21 @@ RelayClient *relay_client_create(Relay *r, int fd)
 			return NULL;
 		}
 
-		if (epoll_ctl(r->client_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			log_warning("refusing client on fd %d (pid %d): cannot watch its socket: %s",
-				    fd, (int)c->conn.cred.pid, strerror(errno));
-			r->counters->clients_refused++;
-			relay_client_free(c);
-			return NULL;
-		}
-		/* Its VM, from the socket it came in on (closing the fd, in
-		 * client_deinit(), takes it out of the set). */
+		/* Its VM, from the socket it came in on. */
 		if (relay_vm_attach(r, c) < 0) {
 			r->counters->clients_refused++;
 			relay_client_free(c);
 			return NULL;
 		}
+		if (epoll_ctl(r->client_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			log_warning("refusing client on fd %d (pid %d): cannot watch its socket: %s",
+				    fd, (int)c->conn.cred.pid, strerror(errno));
+			r->counters->clients_refused++;
+			relay_vm_detach(r, c);
+			relay_client_free(c);
+			return NULL;
+		}
+		/* relay_drop_client() takes it out of the set */
 		relay_reserve_fd_events(r, fd);
 		r->fd_events[fd] = EPOLLIN;
 		relay_uid_count_add(r, uid, +1);

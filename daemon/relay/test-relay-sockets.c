@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the relay's client sockets in its epoll set (relay.c):
+ * real socket pairs, the relay's own sd-event loop run step by step, a
+ * fake umad port. What they check is that the loop goes idle when nothing
+ * is left to do, and serves what comes:
+ *   - a dropped client whose socket lives on in another fd (PID 1's fd
+ *     store holds one) leaves nothing in the set that wakes the loop.
+ */
+#include <arpa/inet.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "relay-driver.h"
+#include "relay-internal.h"
+#include "umad-port-fake.h"
+#include "util.h"
+#include "unit-test.h"
+
+/* Enough turns of the loop for everything that is ready to be served. */
+#define TURNS 64
+
+typedef struct Fixture {
+	char *sysfs;
+	sd_event *event;
+	Relay *relay;
+} Fixture;
+
+static int no_send(void *userdata, UmadBuffer *buf, size_t len)
+{
+	(void)userdata;
+	(void)buf;
+	(void)len;
+	return 0;
+}
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autofree char *port = NULL;
+	UmadPort *p = NULL;
+	RelayConfig cfg = {
+		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
+		.timeouts_ms = { 0, 1000, 2000, 500 },
+	};
+	(void)data;
+
+	memset(f, 0, sizeof(*f));
+	f->sysfs = g_dir_make_tmp("relay-sockets-XXXXXX", NULL);
+	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
+	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
+	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
+	unit_test_write_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0102\n");
+	for (int i = 0; i < 3; i++) {
+		g_autofree char *name = g_strdup_printf("gid_attrs/types/%d", i);
+		unit_test_write_file(port, name, "RoCE v2\n");
+	}
+	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
+	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, no_send, f, &p), ==, 0);
+	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
+	/* the relay of the daemon, with stand-in senders (no MAD is sent) */
+	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 1, &f->relay), ==, 0);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
+	(void)data;
+
+	relay_free(f->relay);
+	sd_event_unref(f->event);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->sysfs);
+}
+
+/* Turn the loop without waiting until nothing is ready: true if it got
+ * there within TURNS turns (a loop kept busy never does). */
+static bool run_until_idle(Fixture *f)
+{
+	for (int i = 0; i < TURNS; i++) {
+		int r = sd_event_run(f->event, 0);
+
+		g_assert_cmpint(r, >=, 0);
+		if (r == 0)
+			return true;
+	}
+	return false;
+}
+
+static void reg_frame(struct rdmacm_mux_msg *m, const char *gid)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
+	m->hdr.op_code = RDMACM_MUX_OP_CODE_REG;
+	g_assert_cmpint(inet_pton(AF_INET6, gid, m->hdr.sgid.raw), ==, 1);
+}
+
+/* Turn the loop until @fd has a whole response to read; its error code. */
+static int read_response(Fixture *f, int fd)
+{
+	struct rdmacm_mux_msg m;
+	size_t got = 0;
+
+	for (int i = 0; i < TURNS && got < sizeof(m); i++) {
+		ssize_t n;
+
+		g_assert_cmpint(sd_event_run(f->event, 0), >=, 0);
+		n = recv(fd, (uint8_t *)&m + got, sizeof(m) - got, MSG_DONTWAIT);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	g_assert_cmpuint(got, ==, sizeof(m));
+	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
+	return (int)m.hdr.err_code;
+}
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+	g_assert_cmpint(send(fd, buf, len, MSG_NOSIGNAL), ==, (ssize_t)len);
+}
+
+UNIT_FIXTURE_TEST("/relay-sockets/dropped-client-socket-held-elsewhere", NULL, fixture_setup,
+		  test_dropped_held_elsewhere)
+{
+	struct rdmacm_mux_msg m;
+	int sv[2], copy;
+	(void)data;
+
+	g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+	/* the fd store's copy of the socket, as PID 1 keeps it */
+	copy = dup(sv[1]);
+	g_assert_cmpint(copy, >=, 0);
+	g_assert_cmpint(relay_add_client(f->relay, sv[1]), ==, 0);
+	reg_frame(&m, "::ffff:10.0.1.1");
+	send_all(sv[0], &m, sizeof(m));
+	g_assert_cmpint(read_response(f, sv[0]), ==, 0);
+	g_assert_true(run_until_idle(f));
+	/* The client hangs up: the relay reads the EOF and drops it. */
+	close(sv[0]);
+	g_assert_true(run_until_idle(f));
+	g_assert_cmpuint(relay_client_count(f->relay), ==, 0);
+	/* The hung-up socket is still open through the copy, readable for
+	 * ever: nothing of it may be left in the relay's set. */
+	g_assert_true(run_until_idle(f));
+	close(copy);
+}
+
+UNIT_TEST_MAIN()
