@@ -120,6 +120,10 @@ struct Relay {
 	sd_event_source *clients_io;
 	uint32_t *fd_events; /* events registered for each client fd */
 	size_t n_fd_events;
+	/* Client sockets in client_ep, and when there is one, whose: the
+	 * set is then ready exactly when that socket is (relay.c). */
+	uint32_t n_watched;
+	uint32_t watched_one;
 	/* RELAY_UMAD_BATCH received MADs, delivered together; made at the
 	 * first receive. */
 	UmadBuffer *rx_batch;

@@ -81,9 +81,23 @@ static void relay_uid_count_add(Relay *r, uid_t uid, int delta)
  */
 static void relay_unwatch_client(Relay *r, RelayClient *c)
 {
+	GHashTableIter it;
+	gpointer value;
+
 	if (epoll_ctl(r->client_ep, EPOLL_CTL_DEL, c->conn.fd, NULL) < 0)
 		log_ratelimited(LOG_WARNING, NULL, "cannot stop watching client %u: %s", c->id,
 				strerror(errno));
+	r->n_watched--;
+	r->watched_one = 0;
+	if (r->n_watched != 1)
+		return;
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		RelayClient *o = value;
+
+		if (o != c && o->conn.fd >= 0)
+			r->watched_one = o->id;
+	}
 }
 
 /* @c registered its first GID, or goes: it leaves the unregistered list. */
@@ -259,6 +273,7 @@ RelayClient *relay_client_create(Relay *r, int fd)
 		/* relay_drop_client() takes it out of the set */
 		relay_reserve_fd_events(r, fd);
 		r->fd_events[fd] = EPOLLIN;
+		r->watched_one = ++r->n_watched == 1 ? c->id : 0;
 		relay_uid_count_add(r, uid, +1);
 		if (r->register_timer) {
 			g_queue_push_tail(&r->unregistered, c);
@@ -660,6 +675,30 @@ void relay_serve_resumed(Relay *r)
 	r->dispatch_now = 0;
 }
 
+/*
+ * With one client socket in the set, watched level-triggered for input,
+ * the set is ready because that socket is: its events are those it is
+ * watched for (an EOF or error shows in the read). The common case of one
+ * VM on a host then costs one epoll_wait per wake-up, not two. An
+ * edge-triggered socket (part of a frame waiting) needs its edge taken by
+ * epoll_wait, or the set would stay ready.
+ */
+static int relay_ready_clients(Relay *r, struct epoll_event *evs)
+{
+	if (r->n_watched == 1) {
+		RelayClient *c = relay_client_lookup(r, r->watched_one);
+		int fd = c ? c->conn.fd : -1;
+
+		if (fd >= 0 && (size_t)fd < r->n_fd_events &&
+		    (r->fd_events[fd] & (EPOLLIN | EPOLLET)) == EPOLLIN) {
+			evs[0].events = r->fd_events[fd];
+			evs[0].data.u64 = c->id;
+			return 1;
+		}
+	}
+	return epoll_wait(r->client_ep, evs, RELAY_CLIENT_EVENTS, 0);
+}
+
 static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	Relay *r = userdata;
@@ -669,7 +708,7 @@ static int relay_on_clients_io(sd_event_source *s, int fd, uint32_t revents, voi
 	(void)s;
 	(void)fd;
 	(void)revents;
-	n = epoll_wait(r->client_ep, evs, RELAY_CLIENT_EVENTS, 0);
+	n = relay_ready_clients(r, evs);
 	r->dispatch_now = relay_now(r);
 	relay_next_gid_epoch(r);
 	if (session_table_count(r->sessions) >= RELAY_WARM_SESSIONS)

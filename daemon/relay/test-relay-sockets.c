@@ -5,7 +5,10 @@
  * fake umad port. What they check is that the loop goes idle when nothing
  * is left to do, and serves what comes:
  *   - a dropped client whose socket lives on in another fd (PID 1's fd
- *     store holds one) leaves nothing in the set that wakes the loop.
+ *     store holds one) leaves nothing in the set that wakes the loop;
+ *   - one client alone, with part of a frame waiting, does not keep the
+ *     loop busy, and its frame is answered once the rest comes;
+ *   - one client, then two, then one again is served each time.
  */
 #include <arpa/inet.h>
 #include <glib.h>
@@ -89,6 +92,16 @@ static bool run_until_idle(Fixture *f)
 	return false;
 }
 
+/* A client socket served by the relay; returns the test's end. */
+static int connect_client(Fixture *f)
+{
+	int sv[2];
+
+	g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+	g_assert_cmpint(relay_add_client(f->relay, sv[1]), ==, 0);
+	return sv[0];
+}
+
 static void reg_frame(struct rdmacm_mux_msg *m, const char *gid)
 {
 	memset(m, 0, sizeof(*m));
@@ -145,6 +158,57 @@ UNIT_FIXTURE_TEST("/relay-sockets/dropped-client-socket-held-elsewhere", NULL, f
 	 * ever: nothing of it may be left in the relay's set. */
 	g_assert_true(run_until_idle(f));
 	close(copy);
+}
+
+UNIT_FIXTURE_TEST("/relay-sockets/one-client-part-of-a-frame", NULL, fixture_setup,
+		  test_one_client_partial)
+{
+	struct rdmacm_mux_msg m;
+	int fd = connect_client(f);
+	(void)data;
+
+	reg_frame(&m, "::ffff:10.0.1.1");
+	send_all(fd, &m, sizeof(m));
+	g_assert_cmpint(read_response(f, fd), ==, 0);
+	g_assert_true(run_until_idle(f));
+
+	/* Half a frame: the relay takes none of it and waits for the rest
+	 * without turning the loop for it again and again. */
+	reg_frame(&m, "::ffff:10.0.1.2");
+	send_all(fd, &m, sizeof(m) / 2);
+	g_assert_true(run_until_idle(f));
+	send_all(fd, (uint8_t *)&m + sizeof(m) / 2, sizeof(m) - sizeof(m) / 2);
+	g_assert_cmpint(read_response(f, fd), ==, 0);
+	g_assert_true(run_until_idle(f));
+	close(fd);
+	g_assert_true(run_until_idle(f));
+	g_assert_cmpuint(relay_client_count(f->relay), ==, 0);
+}
+
+UNIT_FIXTURE_TEST("/relay-sockets/one-two-one-clients", NULL, fixture_setup, test_one_two_one)
+{
+	struct rdmacm_mux_msg m;
+	int a = connect_client(f), b;
+	(void)data;
+
+	reg_frame(&m, "::ffff:10.0.1.1");
+	send_all(a, &m, sizeof(m));
+	g_assert_cmpint(read_response(f, a), ==, 0);
+	b = connect_client(f);
+	reg_frame(&m, "::ffff:10.0.1.2");
+	send_all(b, &m, sizeof(m));
+	g_assert_cmpint(read_response(f, b), ==, 0);
+	/* the first goes; the second, alone again, is still served */
+	close(a);
+	g_assert_true(run_until_idle(f));
+	g_assert_cmpuint(relay_client_count(f->relay), ==, 1);
+	reg_frame(&m, "::ffff:10.0.1.1");
+	send_all(b, &m, sizeof(m));
+	g_assert_cmpint(read_response(f, b), ==, 0);
+	/* and its end is seen */
+	close(b);
+	g_assert_true(run_until_idle(f));
+	g_assert_cmpuint(relay_client_count(f->relay), ==, 0);
 }
 
 UNIT_TEST_MAIN()
