@@ -89,6 +89,9 @@ typedef struct SysRow {
 	unsigned clients;
 	uint64_t mads;
 	SysResult r;
+	/* the bench's side of the same MADs: the client driver (this
+	 * process's main thread) and the wire process, CPU and run-queue us */
+	double drv_us, drv_runq_us, wire_us, wire_runq_us;
 } SysRow;
 
 typedef struct Row {
@@ -1409,7 +1412,7 @@ static void sys_row(Driver *d, pid_t pid, const char *name, RelayKind kind, Driv
 {
 	SysCount sc;
 	SysRow *s;
-	uint64_t got;
+	uint64_t got, t[2][4];
 
 	if (B.nsys == MAX_SYS_ROWS)
 		die("too many syscall rows");
@@ -1421,8 +1424,19 @@ static void sys_row(Driver *d, pid_t pid, const char *name, RelayKind kind, Driv
 	(void)cost_burst(d, mode, n / 10 > 200 ? n / 10 : 200);
 	if (syscount_begin(&sc, pid, NULL) < 0)
 		die("the relay has no threads to count");
-	got = cost_burst(d, mode, n);
+	for (unsigned k = 0; k < 2; k++) {
+		if (k == 1)
+			got = cost_burst(d, mode, n);
+		syscount_sched_times(getpid(), &t[k][0], &t[k][1]);
+		syscount_sched_times(B.wire, &t[k][2], &t[k][3]);
+	}
 	syscount_end(&sc, got, &s->r);
+	if (got) {
+		s->drv_us = (double)(t[1][0] - t[0][0]) / 1e3 / (double)got;
+		s->drv_runq_us = (double)(t[1][1] - t[0][1]) / 1e3 / (double)got;
+		s->wire_us = (double)(t[1][2] - t[0][2]) / 1e3 / (double)got;
+		s->wire_runq_us = (double)(t[1][3] - t[0][3]) / 1e3 / (double)got;
+	}
 	if (syscount_begin(&sc, pid, B.dir) < 0)
 		die("cannot trace the relay (is strace installed, and may we ptrace?)");
 	s->mads = cost_burst(d, mode, n);
@@ -1431,11 +1445,13 @@ static void sys_row(Driver *d, pid_t pid, const char *name, RelayKind kind, Driv
 		die("no MADs moved while counting system calls");
 	fprintf(stderr, "  syscalls %-10s %-10s %4u clients, per MAD: main thread %.2f calls, "
 			"%.2f wake-ups, %.2f CPU us (%.2f us waiting for a CPU); others %.2f, %.2f, %.2f; "
-			"simulator %.2f, %.2f, %.2f\n",
+			"simulator %.2f, %.2f, %.2f; the bench's driver %.2f CPU us (%.2f waiting), "
+			"wire %.2f (%.2f)\n",
 		s->name, s->relay, s->clients, s->r.calls[SYS_MAIN], s->r.wakeups[SYS_MAIN],
 		s->r.cpu_us[SYS_MAIN], s->r.wait_us[SYS_MAIN], s->r.calls[SYS_OTHER],
-		s->r.wakeups[SYS_OTHER], s->r.cpu_us[SYS_OTHER], s->r.calls[SYS_FABRIC], s->r.wakeups[SYS_FABRIC],
-		s->r.cpu_us[SYS_FABRIC]);
+		s->r.wakeups[SYS_OTHER], s->r.cpu_us[SYS_OTHER], s->r.calls[SYS_FABRIC],
+		s->r.wakeups[SYS_FABRIC], s->r.cpu_us[SYS_FABRIC], s->drv_us, s->drv_runq_us, s->wire_us,
+		s->wire_runq_us);
 }
 
 /*
@@ -1657,8 +1673,11 @@ static void write_json(const char *path)
 		static const char *const groups[SYS_GROUPS] = { "main", "others", "sim" };
 		const SysRow *s = &B.sys[i];
 
-		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"mads\": %llu",
-			s->name, s->relay, s->clients, (unsigned long long)s->mads);
+		fprintf(f, "    {\"row\": \"%s\", \"relay\": \"%s\", \"clients\": %u, \"mads\": %llu, "
+			   "\"driver\": {\"cpu_us_per_mad\": %.3f, \"runq_us_per_mad\": %.3f}, "
+			   "\"wire\": {\"cpu_us_per_mad\": %.3f, \"runq_us_per_mad\": %.3f}",
+			s->name, s->relay, s->clients, (unsigned long long)s->mads, s->drv_us,
+			s->drv_runq_us, s->wire_us, s->wire_runq_us);
 		for (unsigned g = 0; g < SYS_GROUPS; g++) {
 			fprintf(f, ", \"%s\": {\"calls_per_mad\": %.3f, \"wakeups_per_mad\": %.3f, "
 				   "\"cpu_us_per_mad\": %.3f, \"runq_us_per_mad\": %.3f, \"calls\": {",

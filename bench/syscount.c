@@ -30,8 +30,7 @@ static uint64_t status_field(pid_t tid, const char *key)
 	return g_ascii_strtoull(p + strlen(key), NULL, 10);
 }
 
-/* The thread's CPU time and run-queue time so far (ns): its schedstat. */
-static void sched_times(pid_t tid, uint64_t *run, uint64_t *wait)
+void syscount_sched_times(pid_t tid, uint64_t *run, uint64_t *wait)
 {
 	g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/schedstat", (int)tid, (int)tid);
 	g_autofree char *text = NULL;
@@ -141,7 +140,7 @@ int syscount_begin(SysCount *sc, pid_t pid, const char *trace_dir)
 	/* after the tracers: attaching wakes the threads */
 	for (unsigned i = 0; i < sc->n; i++) {
 		sc->vcsw[i] = status_field(sc->tid[i], "voluntary_ctxt_switches:");
-		sched_times(sc->tid[i], &sc->run_ns[i], &sc->wait_ns[i]);
+		syscount_sched_times(sc->tid[i], &sc->run_ns[i], &sc->wait_ns[i]);
 	}
 	return !trace_dir || traced ? 0 : -ENOENT;
 }
@@ -230,7 +229,7 @@ void syscount_end(SysCount *sc, uint64_t mads, SysResult *res)
 		uint64_t now = status_field(sc->tid[i], "voluntary_ctxt_switches:");
 		uint64_t run, wait;
 
-		sched_times(sc->tid[i], &run, &wait);
+		syscount_sched_times(sc->tid[i], &run, &wait);
 
 		if (now >= sc->vcsw[i])
 			res->wakeups[sc->group[i]] += (double)(now - sc->vcsw[i]) / (double)mads;

@@ -57,6 +57,10 @@ typedef struct SysCount {
 	char *out[SYSCOUNT_MAX_THREADS];       /* that strace's summary file */
 } SysCount;
 
+/* A thread's CPU time and run-queue time (runnable, not running) so far, in
+ * ns (/proc/PID/task/TID/schedstat); 0 when it is gone. */
+void syscount_sched_times(pid_t tid, uint64_t *run_ns, uint64_t *runq_ns);
+
 /*
  * Start counting for @pid, its threads and its child processes' threads.
  * @trace_dir: trace every thread with its own `strace -c` writing into this
