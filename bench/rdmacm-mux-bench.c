@@ -8,7 +8,7 @@
  *                    [--sim-lib PATH] [--runs N] [--run-ms MS] [--check]
  *                    [--cost] [--cost-mads N] [--only GROUP,...] [--verbose]
  *                    [--unreachable-delay-ms MS] [--peer PATH|auto|cached]
- *                    [--syscalls]
+ *                    [--syscalls] [--shared-session]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +45,7 @@
 typedef struct Opts {
 	bool quick, check, cost, verbose;
 	bool no_pin;	       /* --no-pin: let the scheduler place every process */
+	bool shared_session;   /* --shared-session: relays stay in the bench's session */
 	const char *json, *plot, *daemon, *sim_lib;
 	unsigned runs, run_ms, warm_ms;
 	unsigned blocks;       /* --blocks: a row's runs come in this many blocks */
@@ -373,6 +374,22 @@ static void pin_relay(void)
 }
 
 /*
+ * In a freshly forked relay under test: a session of its own, as a service
+ * has (systemd starts each in its own session, and so in its own group of
+ * the scheduler's, cgroup or autogroup). Left in the bench's session, the
+ * relay shared one autogroup with the busy client driver and wire process:
+ * the group's weight goes to each CPU by its load there, so a relay that
+ * sleeps between requests got a sliver of it on its own CPU and waited
+ * long to run when woken, the more so the fewer of its threads kept that
+ * CPU busy (see README, Sessions). --shared-session keeps the old way.
+ */
+static void own_session(void)
+{
+	if (!B.o.shared_session)
+		(void)setsid();
+}
+
+/*
  * Start a relay that takes rdmacm-mux's command line on @ca, serving @sock:
  * our daemon, or (@kind RELAY_QEMU, RELAY_QEMU_NOLOG) QEMU's mux through
  * its adapter, which translates the options and execs it.
@@ -401,8 +418,10 @@ static pid_t relay_start_vg(RelayKind kind, const char *ca, const char *sock,
 		for (unsigned i = 0; i < G_N_ELEMENTS(args); i++)
 			argv[n++] = args[i];
 		child_follow_parent();
-		if (!strcmp(ca, "simA"))
+		if (!strcmp(ca, "simA")) {
 			pin_relay();
+			own_session();
+		}
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (kind != RELAY_DAEMON) {
@@ -514,6 +533,7 @@ static pid_t probe_start_vg(const char *valgrind)
 	if (pid == 0) {
 		child_follow_parent();
 		pin_relay();
+		own_session();
 	}
 	if (pid == 0 && !valgrind)
 		probe_main(B.sh, B.ctl, B.sock_p);
@@ -1807,7 +1827,8 @@ static void usage(void)
 			"                        [--only clients=N,sessions=N,latency,slow-reader,\n"
 			"                                unreachable,handshake,handoff,cost] [--verbose]\n"
 			"                        [--no-pin] [--unreachable-delay-ms MS]\n"
-			"                        [--peer PATH|auto|cached] [--syscalls]\n");
+			"                        [--peer PATH|auto|cached] [--syscalls]\n"
+			"                        [--shared-session]\n");
 	exit(2);
 }
 
@@ -1859,6 +1880,7 @@ static void parse(int argc, char **argv)
 		{ "probe-serve", required_argument, NULL, 'P' }, { "shared", required_argument, NULL, 'S' },
 		{ "unreachable-delay-ms", required_argument, NULL, 'U' },
 		{ "peer", required_argument, NULL, 'Q' }, { "syscalls", no_argument, NULL, 'Y' },
+		{ "shared-session", no_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *probe_sock = NULL, *shared = NULL;
@@ -1887,6 +1909,7 @@ static void parse(int argc, char **argv)
 		case 'U': B.o.unreach_ms = (unsigned)atoi(optarg); break;
 		case 'Q': B.o.peer = optarg; break;
 		case 'Y': B.o.syscalls = true; break;
+		case 'G': B.o.shared_session = true; break;
 		default: usage();
 		}
 	}
