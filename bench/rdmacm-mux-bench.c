@@ -801,6 +801,15 @@ typedef struct RowSet {
 	Row *tx, *rx, *qm;
 } RowSet;
 
+/* One block's runs of @rs's rows, through the relay @d is connected to. */
+static void measure_block(Driver *d, const RowSet *rs)
+{
+	measure(d, rs->tx, DRIVE_TX, 0, false, block_runs());
+	measure(d, rs->rx, DRIVE_RX, 0, false, block_runs());
+	if (rs->qm)
+		measure(d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
+}
+
 /* One block of a clients sweep through a fresh daemon, or QEMU's mux. */
 static void clients_block_daemon(RelayKind kind, unsigned clients, uint32_t sessions, bool first,
 				 const RowSet *rs)
@@ -819,10 +828,7 @@ static void clients_block_daemon(RelayKind kind, unsigned clients, uint32_t sess
 	}
 	daemon_clients(&d, clients, sessions);
 	blast_setup(sessions);
-	measure(&d, rs->tx, DRIVE_TX, 0, false, block_runs());
-	measure(&d, rs->rx, DRIVE_RX, 0, false, block_runs());
-	if (rs->qm)
-		measure(&d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
+	measure_block(&d, rs);
 	driver_close_all(&d);
 	g_usleep(50000);
 	relay_stop(kind);
@@ -836,10 +842,7 @@ static void clients_block_probe(unsigned clients, uint32_t sessions, const RowSe
 	B.probe = probe_start();
 	probe_clients(&d, clients, sessions);
 	blast_setup(sessions);
-	measure(&d, rs->tx, DRIVE_TX, 0, false, block_runs());
-	measure(&d, rs->rx, DRIVE_RX, 0, false, block_runs());
-	if (rs->qm)
-		measure(&d, rs->qm, DRIVE_QEMU, 0, false, block_runs());
+	measure_block(&d, rs);
 	driver_close_all(&d);
 	probe_stop(SIGKILL);
 }
@@ -1362,6 +1365,27 @@ static void cost_ratio(CostRow *c, const CostRow *ref, const char *vs)
 }
 
 /*
+ * TX, RX and QEMU-style at 10 clients, then QEMU-style at 1, 1000
+ * sessions, through @relay (running as @pid), whose clients @connect
+ * makes: the rows that compare the daemon with the probe.
+ */
+static void cost_patterns(pid_t pid, const char *relay,
+			  void (*connect)(Driver *d, unsigned clients, uint32_t sessions), uint64_t n)
+{
+	Driver d;
+
+	connect(&d, 10, 1000);
+	blast_setup(1000);
+	cost_row(&d, pid, relay, "tx", relay, DRIVE_TX, n, 1000);
+	cost_row(&d, pid, relay, "rx", relay, DRIVE_RX, n, 1000);
+	cost_row(&d, pid, relay, "qemu-style", relay, DRIVE_QEMU, n / 2, 1000);
+	driver_close_all(&d);
+	connect(&d, 1, 1000);
+	cost_row(&d, pid, relay, "qemu-style", relay, DRIVE_QEMU, n / 4, 1000);
+	driver_close_all(&d);
+}
+
+/*
  * The same patterns as the throughput rows, each over a fixed number of
  * MADs with the relay under callgrind: instructions per MAD do not depend
  * on what else runs on the machine.
@@ -1377,15 +1401,7 @@ static void cost_rows(uint32_t big_sessions)
 	rss_connected = 1;
 	/* daemon, 1000 sessions: 10 clients, then 1 */
 	pid = B.daemon_a = daemon_start_vg("simA", B.sock_a, "daemon");
-	daemon_clients(&d, 10, 1000);
-	blast_setup(1000);
-	cost_row(&d, pid, "daemon", "tx", "daemon", DRIVE_TX, n, 1000);
-	cost_row(&d, pid, "daemon", "rx", "daemon", DRIVE_RX, n, 1000);
-	cost_row(&d, pid, "daemon", "qemu-style", "daemon", DRIVE_QEMU, n / 2, 1000);
-	driver_close_all(&d);
-	daemon_clients(&d, 1, 1000);
-	cost_row(&d, pid, "daemon", "qemu-style", "daemon", DRIVE_QEMU, n / 4, 1000);
-	driver_close_all(&d);
+	cost_patterns(pid, "daemon", daemon_clients, n);
 	stop(&B.daemon_a, SIGTERM);
 	/* daemon, many sessions */
 	pid = B.daemon_a = daemon_start_vg("simA", B.sock_a, "daemon-big");
@@ -1397,15 +1413,7 @@ static void cost_rows(uint32_t big_sessions)
 	stop(&B.daemon_a, SIGTERM);
 	/* the probe */
 	pid = B.probe = probe_start_vg("probe");
-	probe_clients(&d, 10, 1000);
-	blast_setup(1000);
-	cost_row(&d, pid, "probe", "tx", "probe", DRIVE_TX, n, 1000);
-	cost_row(&d, pid, "probe", "rx", "probe", DRIVE_RX, n, 1000);
-	cost_row(&d, pid, "probe", "qemu-style", "probe", DRIVE_QEMU, n / 2, 1000);
-	driver_close_all(&d);
-	probe_clients(&d, 1, 1000);
-	cost_row(&d, pid, "probe", "qemu-style", "probe", DRIVE_QEMU, n / 4, 1000);
-	driver_close_all(&d);
+	cost_patterns(pid, "probe", probe_clients, n);
 	probe_stop(SIGTERM);
 
 	cost_ratio(find_cost("tx", "daemon", 10, 1000), find_cost("tx", "probe", 10, 1000), "probe");
