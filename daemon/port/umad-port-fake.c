@@ -15,11 +15,15 @@ typedef struct UmadPortFake {
 	void *userdata;
 } UmadPortFake;
 
+/* A send through the callback; with none, every send succeeds unseen. */
+static int umad_port_fake_call(const UmadPortFake *f, UmadBuffer *buf, size_t mad_len)
+{
+	return f->send ? f->send(f->userdata, buf, mad_len) : 0;
+}
+
 static int umad_port_fake_send(UmadPort *p, UmadBuffer *buf, size_t mad_len)
 {
-	UmadPortFake *f = p->ops_data;
-
-	return f->send(f->userdata, buf, mad_len);
+	return umad_port_fake_call(p->ops_data, buf, mad_len);
 }
 
 static int umad_port_fake_recv(UmadPort *p, UmadBuffer *buf, size_t *mad_len)
@@ -41,9 +45,7 @@ static int umad_port_fake_open_send_fd(const UmadPort *p, UmadSendFd *ret)
 
 static int umad_port_fake_send_on(const UmadSendFd *s, UmadBuffer *buf, size_t mad_len)
 {
-	UmadPortFake *f = s->port->ops_data;
-
-	return f->send(f->userdata, buf, mad_len);
+	return umad_port_fake_call(s->port->ops_data, buf, mad_len);
 }
 
 static void umad_port_fake_close_send_fd(UmadSendFd *s)

@@ -14,7 +14,8 @@
 /* A send: 0, or the negative errno the kernel's write would return. */
 typedef int (*UmadPortFakeSendFn)(void *userdata, UmadBuffer *buf, size_t mad_len);
 
-/* Return: 0 or a negative errno. */
+/* @send NULL: every send succeeds and goes nowhere.
+ * Return: 0 or a negative errno. */
 int umad_port_new_fake(const char *dev, int port, bool roce, UmadPortFakeSendFn send,
 		       void *userdata, UmadPort **ret);
 /* The same, with the GID table in memory: @gids[i] at index i, RoCE v2
