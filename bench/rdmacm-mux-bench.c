@@ -1860,18 +1860,31 @@ static bool want(const char *group)
 }
 
 /* --only clients=N: N, or 0 when not asked for. */
-static unsigned only_value(const char *key)
+/* clients=N entries of --only that are swept (one sweep each) */
+#define ONLY_CLIENTS_MAX 8
+
+/* The values of --only's KEY=N entries, in their order: how many (at most @max). */
+static unsigned only_values(const char *key, unsigned *out, unsigned max)
 {
 	g_auto(GStrv) list = NULL;
 	size_t k = strlen(key);
+	unsigned n = 0;
 
 	if (!B.o.only)
 		return 0;
 	list = g_strsplit(B.o.only, ",", -1);
-	for (unsigned i = 0; list[i]; i++)
+	for (unsigned i = 0; list[i] && n < max; i++)
 		if (!strncmp(list[i], key, k) && list[i][k] == '=')
-			return (unsigned)atoi(list[i] + k + 1);
-	return 0;
+			out[n++] = (unsigned)atoi(list[i] + k + 1);
+	return n;
+}
+
+/* The first KEY=N of --only, or 0. */
+static unsigned only_value(const char *key)
+{
+	unsigned v = 0;
+
+	return only_values(key, &v, 1) ? v : 0;
 }
 
 static void parse(int argc, char **argv)
@@ -1949,8 +1962,13 @@ static void parse(int argc, char **argv)
 	/* the kernel's ARP stall is ~1 s; --quick keeps its row short */
 	if (!B.o.unreach_ms)
 		B.o.unreach_ms = B.o.quick ? 50 : 1000;
-	if (only_value("clients") > A_CLIENT_GIDS)
-		die("--only clients=N: at most 1010");
+	{
+		unsigned v[ONLY_CLIENTS_MAX], n = only_values("clients", v, ONLY_CLIENTS_MAX);
+
+		for (unsigned i = 0; i < n; i++)
+			if (v[i] == 0 || v[i] > A_CLIENT_GIDS)
+				die("--only clients=N: 1 to 1010");
+	}
 }
 
 /*
@@ -2086,9 +2104,12 @@ int main(int argc, char **argv)
 	}
 	wait_flag(&B.sh->wire_ready, "the wire process did not start");
 
-	if (only_value("clients"))
-		sweep_clients(only_value("clients"));
-	else if (!B.o.only)
+	if (only_value("clients")) {
+		unsigned v[ONLY_CLIENTS_MAX], n = only_values("clients", v, ONLY_CLIENTS_MAX);
+
+		for (unsigned i = 0; i < n; i++)
+			sweep_clients(v[i]);
+	} else if (!B.o.only)
 		for (unsigned i = 0; i < ncl; i++)
 			sweep_clients(cl[i]);
 	if (only_value("sessions")) {
