@@ -777,7 +777,8 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 		r->cfg.max_total_half_open = UINT32_MAX;
 	if (r->cfg.max_total_sessions == 0)
 		r->cfg.max_total_sessions = UINT32_MAX;
-	r->sessions = session_table_new(cfg->timeouts_ms);
+	/* A relay capped below the usual start needs no bigger table. */
+	r->sessions = session_table_new_sized(cfg->timeouts_ms, r->cfg.max_total_sessions);
 	r->half_open_peers = g_hash_table_new_full(relay_peer_key_hash, relay_peer_key_equal,
 						   g_free, NULL);
 	r->clients = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, relay_client_free);

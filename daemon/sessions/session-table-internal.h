@@ -14,6 +14,10 @@
 #include "session-table.h"
 
 #define INITIAL_CAPACITY 1024u
+/* The least a table in memory starts with (session_table_new_sized()). A
+ * table in a memfd starts at INITIAL_CAPACITY, and a successor takes no
+ * smaller one over. */
+#define MIN_CAPACITY 16u
 /* Tombstones sit on a timer list of their own, after the public kinds. */
 #define TIMER_TOMB SESSION_TIMER_COUNT
 #define TIMER_LISTS (SESSION_TIMER_COUNT + 1)

@@ -187,9 +187,10 @@ static Session *file_map(SessionTable *t, uint32_t cap)
 	return session_file_slots(p);
 }
 
-int session_table_grow(SessionTable *t)
+/* Double the capacity, or give a table with none @first slots. */
+static int session_table_grow_from(SessionTable *t, uint32_t first)
 {
-	uint32_t cap = t->capacity ? t->capacity * 2 : INITIAL_CAPACITY;
+	uint32_t cap = t->capacity ? t->capacity * 2 : first;
 	size_t slot_bytes = (size_t)cap * sizeof(Session), index_bytes = (size_t)cap * sizeof(uint32_t);
 	Session *slots;
 	uint32_t *w, *c, *p;
@@ -227,6 +228,11 @@ int session_table_grow(SessionTable *t)
 	return 0;
 }
 
+int session_table_grow(SessionTable *t)
+{
+	return session_table_grow_from(t, INITIAL_CAPACITY);
+}
+
 SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd)
 {
 	SessionTable *t = calloc(1, sizeof(*t));
@@ -243,9 +249,20 @@ SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_C
 
 SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT])
 {
-	SessionTable *t = session_table_new_empty(timeouts_ms, -1);
+	return session_table_new_sized(timeouts_ms, UINT32_MAX);
+}
 
-	if (t && session_table_grow(t) < 0) {
+SessionTable *session_table_new_sized(const uint32_t timeouts_ms[SESSION_TIMER_COUNT],
+				      uint32_t max_live)
+{
+	SessionTable *t = session_table_new_empty(timeouts_ms, -1);
+	uint32_t first = MIN_CAPACITY;
+
+	/* Room for every session the owner may hold, up to the usual start
+	 * (a power of two: the capacity is also the bucket count). */
+	while (first < max_live && first < INITIAL_CAPACITY)
+		first *= 2;
+	if (t && session_table_grow_from(t, first) < 0) {
 		session_table_free(t);
 		return NULL;
 	}

@@ -176,6 +176,11 @@ typedef void (*SessionRemovedFn)(void *userdata, const Session *s);
  *               (index SESSION_TIMER_NONE is ignored); each < 2^31
  */
 SessionTable *session_table_new(const uint32_t timeouts_ms[SESSION_TIMER_COUNT]);
+/* session_table_new() for an owner that holds at most @max_live live
+ * sessions: it starts with room for them (at least 16, at most the usual
+ * 1024 slots) and grows as any table does (tombstones take slots too). */
+SessionTable *session_table_new_sized(const uint32_t timeouts_ms[SESSION_TIMER_COUNT],
+				      uint32_t max_live);
 /* Whose sessions memfd it is: written into its header (handoff-format.h). */
 typedef struct SessionFileOwner {
 	const char *dev;

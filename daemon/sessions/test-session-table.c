@@ -181,6 +181,39 @@ UNIT_TEST("/session-table/growth", test_growth_keeps_every_key)
 	g_hash_table_unref(seen);
 }
 
+/* A table made for a few live sessions starts with room for them, not
+ * the usual 1024 slots, and still grows: tombstones take slots too. */
+UNIT_TEST("/session-table/sized", test_sized_table_starts_small_and_grows)
+{
+	g_autoptr(SessionTable) usual = session_table_new(timeouts);
+	g_autoptr(SessionTable) capped = session_table_new_sized(timeouts, 1u << 20);
+	g_autoptr(SessionTable) t = session_table_new_sized(timeouts, 20);
+	g_autoptr(SessionTable) tiny = session_table_new_sized(timeouts, 1);
+	const size_t per_slot = sizeof(Session) + 3 * sizeof(uint32_t);
+	Owners o = { 0 };
+	uint32_t wires[200];
+
+	/* The usual start for a big cap; 32 slots for 20; 16 at least. */
+	g_assert_cmpuint(session_table_memory(capped), ==, session_table_memory(usual));
+	g_assert_cmpuint(session_table_memory(usual) - session_table_memory(t), ==,
+			 (1024 - 32) * per_slot);
+	g_assert_cmpuint(session_table_memory(t) - session_table_memory(tiny), ==, 16 * per_slot);
+	for (uint32_t i = 0; i < G_N_ELEMENTS(wires); i++) {
+		uint32_t h = session_table_add(t, &o.lists[i % 4], i % 4, SESSION_REQ_SENT, 0);
+
+		g_assert_cmpuint(h, !=, 0);
+		session_table_set_client_comm_id(t, h, i + 1);
+		wires[i] = session_table_assign_wire_id(t, h);
+	}
+	g_assert_cmpuint(session_table_memory(usual) - session_table_memory(t), ==,
+			 (1024 - 256) * per_slot);
+	for (uint32_t i = 0; i < G_N_ELEMENTS(wires); i++)
+		g_assert_cmpuint(session_table_lookup_client_comm_id(
+					 t, i % 4, i + 1),
+				 ==, session_table_lookup_wire_id(t, wires[i]));
+	g_assert_null(session_table_check(t));
+}
+
 UNIT_TEST("/session-table/slot-reuse", test_slot_reuse_does_not_leak_state)
 {
 	g_autoptr(SessionTable) t = session_table_new(timeouts);
