@@ -25,6 +25,13 @@ static void relay_driver_settle(Relay *r)
 
 /* ---- the clock and the stand-in senders ---- */
 
+/* A live client as the invariant check saw it: the peers' shares of its
+ * half-open sessions are added up here. */
+typedef struct RelayDriverSeen {
+	const RelayClient *c;
+	uint32_t shares;
+} RelayDriverSeen;
+
 /* The driver's edges of one relay: its clock (the relay's UsecClock reads
  * it) and its senders (the relay's workers). Freed with the relay. */
 typedef struct RelayDriverEdges {
@@ -32,13 +39,15 @@ typedef struct RelayDriverEdges {
 	unsigned wanted, live;
 	bool stopped;
 	bool write_at_once;
+	uint64_t actions; /* relay_driver_actions() */
 	UmadPort *port;
 	UmadSendWorkerEvents events;
 	GPtrArray *in_flight; /* UmadSendJob *, oldest first */
 	UmadSenderStats stats;
-	/* relay_check_invariants()'s scratch tables, kept from call to call
+	/* relay_check_invariants()'s scratch array, kept from call to call
 	 * (a fuzzer checks after every step). */
-	GHashTable *wire_ids, *per_client, *half_open, *sums;
+	RelayDriverSeen *seen;
+	guint seen_cap;
 } RelayDriverEdges;
 
 static uint64_t relay_driver_clock_now(void *userdata)
@@ -127,10 +136,7 @@ static void relay_driver_sends_free(void *w)
 	RelayDriverEdges *d = w;
 
 	g_ptr_array_free(d->in_flight, TRUE);
-	g_hash_table_unref(d->wire_ids);
-	g_hash_table_unref(d->per_client);
-	g_hash_table_unref(d->half_open);
-	g_hash_table_unref(d->sums);
+	g_free(d->seen);
 	g_free(d);
 }
 
@@ -154,10 +160,6 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 	d->now = 1000000;
 	d->wanted = d->live = senders;
 	d->in_flight = g_ptr_array_new();
-	d->wire_ids = g_hash_table_new(g_direct_hash, g_direct_equal);
-	d->per_client = g_hash_table_new(g_direct_hash, g_direct_equal);
-	d->half_open = g_hash_table_new(g_direct_hash, g_direct_equal);
-	d->sums = g_hash_table_new(g_direct_hash, g_direct_equal);
 	c.clock = (UsecClock){ .now = relay_driver_clock_now, .userdata = d };
 	c.send_workers = &relay_driver_sends_ops;
 	c.send_workers_arg = d;
@@ -170,6 +172,7 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 
 void relay_driver_set_time(Relay *r, uint64_t now)
 {
+	relay_driver_edges(r)->actions++;
 	relay_driver_edges(r)->now = now ? now : 1;
 	/* A new time is a new turn of the (virtual) loop. */
 	r->gid_epoch++;
@@ -202,6 +205,7 @@ int relay_driver_send_end(Relay *r, unsigned i, RelayDriverSendEnd how, int err)
 	if (i >= d->in_flight->len)
 		return -ENOENT;
 	job = g_ptr_array_steal_index(d->in_flight, i);
+	d->actions++;
 	switch (how) {
 	case RELAY_DRIVER_SEND_WRITE:
 		result = umad_port_send(d->port, &job->buf, job->len);
@@ -230,17 +234,25 @@ void relay_driver_set_senders(Relay *r, unsigned live)
 	RelayDriverEdges *d = relay_driver_edges(r);
 
 	d->live = live;
+	d->actions++;
 	d->events.changed(d->events.userdata);
 	relay_driver_settle(r);
 }
 
 void relay_driver_set_send_at_once(Relay *r, bool at_once)
 {
+	relay_driver_edges(r)->actions++;
 	relay_driver_edges(r)->write_at_once = at_once;
+}
+
+uint64_t relay_driver_actions(const Relay *r)
+{
+	return relay_driver_edges(r)->actions;
 }
 
 void relay_driver_handoff(Relay *r)
 {
+	relay_driver_edges(r)->actions++;
 	relay_stop_sends(r, 0);
 	relay_handoff_prepare(r, 0);
 	relay_flush_dirty(r);
@@ -252,12 +264,16 @@ void relay_driver_handoff(Relay *r)
 
 void relay_driver_seed_wire_ids(Relay *r, uint32_t seed)
 {
+	relay_driver_edges(r)->actions++;
 	session_table_seed_wire_ids(r->sessions, seed);
 }
 
 uint32_t relay_driver_add_client(Relay *r)
 {
-	RelayClient *c = relay_client_create(r, -1);
+	RelayClient *c;
+
+	relay_driver_edges(r)->actions++;
+	c = relay_client_create(r, -1);
 
 	return c ? c->id : 0;
 }
@@ -292,6 +308,7 @@ void relay_driver_remove_client(Relay *r, uint32_t client_id)
 {
 	RelayClient *c = relay_client_lookup(r, client_id);
 
+	relay_driver_edges(r)->actions++;
 	if (c)
 		relay_drop_client(r, c, "removed by the driver");
 }
@@ -332,6 +349,7 @@ int relay_driver_request(Relay *r, uint32_t client_id, const struct rdmacm_mux_m
 	RelayClient *c = relay_client_lookup(r, client_id);
 	int e;
 
+	relay_driver_edges(r)->actions++;
 	if (!c)
 		return -ENOENT;
 	e = relay_driver_push_input(&c->conn, m);
@@ -347,6 +365,7 @@ void relay_driver_wire_mad(Relay *r, const UmadBuffer *buf, size_t mad_len)
 {
 	UmadBuffer copy = *buf;
 
+	relay_driver_edges(r)->actions++;
 	if (mad_len > RDMACM_MUX_MAD_SIZE)
 		mad_len = RDMACM_MUX_MAD_SIZE;
 	relay_rx_deliver(r, &copy, mad_len);
@@ -360,6 +379,7 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 	RelayClient *c = relay_client_lookup(r, client_id);
 	unsigned n;
 
+	relay_driver_edges(r)->actions++;
 	if (!c)
 		return 0;
 	n = client_drain(&c->conn, fn, userdata);
@@ -371,62 +391,13 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 
 unsigned relay_driver_run_timers(Relay *r)
 {
+	relay_driver_edges(r)->actions++;
 	return relay_expire_sessions(r);
 }
 
-typedef struct RelayInvariantCheck {
-	Relay *r;
-	GHashTable *wire_ids;
-	GHashTable *per_client;
-	GHashTable *half_open; /* client id -> its half-open sessions */
-	unsigned half_open_total;
-	const char *violation;
-} RelayInvariantCheck;
-
-static void relay_driver_check_session(void *userdata, const Session *s)
+uint32_t relay_driver_sessions(Relay *r, Session *out, uint32_t max)
 {
-	RelayInvariantCheck *k = userdata;
-	RelayClient *c = g_hash_table_lookup(k->r->clients, GUINT_TO_POINTER(s->client_id));
-	guint n;
-
-	if (k->violation)
-		return;
-	if (!c) {
-		k->violation = "a session has no live owner";
-		return;
-	}
-	if (s->wire_id) {
-		if (g_hash_table_contains(k->wire_ids, GUINT_TO_POINTER(s->wire_id))) {
-			k->violation = "a wire id is mapped twice";
-			return;
-		}
-		g_hash_table_add(k->wire_ids, GUINT_TO_POINTER(s->wire_id));
-		if (session_table_lookup_wire_id(k->r->sessions, s->wire_id) == 0) {
-			k->violation = "a session's wire id does not find it";
-			return;
-		}
-	}
-	if (s->client_comm_id &&
-	    !session_table_lookup_client_comm_id(k->r->sessions, s->client_id, s->client_comm_id)) {
-		k->violation = "a session's client comm id does not find it";
-		return;
-	}
-	if (s->state >= SESSION_STATE_COUNT || s->timer >= SESSION_TIMER_COUNT) {
-		k->violation = "a session has a bad state or timer";
-		return;
-	}
-	n = GPOINTER_TO_UINT(g_hash_table_lookup(k->per_client, GUINT_TO_POINTER(s->client_id)));
-	g_hash_table_insert(k->per_client, GUINT_TO_POINTER(s->client_id), GUINT_TO_POINTER(n + 1));
-	if (s->flags & SESSION_F_HALF_OPEN) {
-		if (!(s->flags & SESSION_F_REMOTE)) {
-			k->violation = "a session the client started counts as half-open";
-			return;
-		}
-		n = GPOINTER_TO_UINT(g_hash_table_lookup(k->half_open, GUINT_TO_POINTER(s->client_id)));
-		g_hash_table_insert(k->half_open, GUINT_TO_POINTER(s->client_id),
-				    GUINT_TO_POINTER(n + 1));
-		k->half_open_total++;
-	}
+	return session_table_copy(r->sessions, out, max);
 }
 
 const char *relay_check_invariants(Relay *r)
@@ -436,88 +407,169 @@ const char *relay_check_invariants(Relay *r)
 	return bad ? bad : session_table_check(r->sessions);
 }
 
+/* gid_equal() without memcmp(): in a fuzzer, every memcmp() goes through
+ * the sanitizer's interceptor and libFuzzer's comparison hook, which
+ * would take the checks' comparisons for the relay's. */
+static bool relay_driver_same_gid(const uint8_t a[GID_LEN], const uint8_t b[GID_LEN])
+{
+	uint64_t x[2], y[2];
+
+	__builtin_memcpy(x, a, GID_LEN);
+	__builtin_memcpy(y, b, GID_LEN);
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+/* Client @c's GIDs: within quota, none listed twice. */
+static const char *relay_driver_check_client_gids(Relay *r, const RelayClient *c)
+{
+	if (c->n_gids > r->cfg.max_gids)
+		return "a client is over its GID quota";
+	for (uint32_t i = 0; i < c->n_gids; i++)
+		for (uint32_t j = i + 1; j < c->n_gids; j++)
+			if (relay_driver_same_gid(c->gids[i].gid, c->gids[j].gid))
+				return "a client lists a GID twice";
+	return NULL;
+}
+
+/* One relay_check_invariants_cheap(): what it counted, and the first
+ * violation it found. */
+typedef struct RelayDriverCheck {
+	Relay *r;
+	RelayDriverEdges *d; /* its seen[]: the live clients, n_seen of them */
+	guint n_seen;
+	uint64_t sessions_listed, gids_listed;
+	unsigned half_open;
+	const char *bad;
+} RelayDriverCheck;
+
+/* The live client of @id, or with @c (when not NULL), as seen: a linear
+ * search, for the driver's relays have a few clients. */
+static RelayDriverSeen *relay_driver_seen(RelayDriverCheck *k, uint32_t id, const RelayClient *c)
+{
+	for (guint i = 0; i < k->n_seen; i++)
+		if (c ? k->d->seen[i].c == c : k->d->seen[i].c->id == id)
+			return &k->d->seen[i];
+	return NULL;
+}
+
+static void relay_driver_check_client(gpointer key, gpointer value, gpointer userdata)
+{
+	RelayDriverCheck *k = userdata;
+	RelayClient *c = value;
+
+	(void)key;
+	if (k->bad)
+		return;
+	if (k->n_seen == k->d->seen_cap) {
+		k->d->seen_cap = MAX(8u, k->d->seen_cap * 2);
+		k->d->seen = g_renew(RelayDriverSeen, k->d->seen, k->d->seen_cap);
+	}
+	k->d->seen[k->n_seen++] = (RelayDriverSeen){ c, 0 };
+	k->bad = session_table_check_owned(k->r->sessions, &c->sessions, c->id);
+	if (!k->bad && c->sessions.count > k->r->cfg.max_sessions + k->r->cfg.max_half_open)
+		k->bad = "a client is over its session quota";
+	if (!k->bad && c->sessions.half_open > k->r->cfg.max_half_open)
+		k->bad = "a client is over its half-open quota";
+	if (!k->bad)
+		k->bad = relay_driver_check_client_gids(k->r, c);
+	/* The queue's own fields: its accessors are the code under test,
+	 * and a fuzzer pays for their coverage hooks. */
+	if (!k->bad && c->conn.mad.len > c->conn.mad.max)
+		k->bad = "a client's MAD queue is over its quota";
+	k->sessions_listed += c->sessions.count;
+	k->half_open += c->sessions.half_open;
+	k->gids_listed += c->n_gids;
+}
+
+/*
+ * A GID's owner is live and lists it. With as many GIDs listed as owned
+ * (checked by the caller), that makes every listed GID owned by its
+ * lister: distinct GIDs map to distinct listings, so an owner table as
+ * big as the listings covers each one.
+ */
+static void relay_driver_check_gid_owner(gpointer key, gpointer value, gpointer userdata)
+{
+	RelayDriverCheck *k = userdata;
+	const RelayClient *c = value;
+	bool listed = false;
+
+	if (k->bad)
+		return;
+	if (!relay_driver_seen(k, 0, c)) {
+		k->bad = "a GID's owner does not hold it";
+		return;
+	}
+	for (uint32_t i = 0; i < c->n_gids && !listed; i++)
+		listed = relay_driver_same_gid(c->gids[i].gid, key);
+	if (!listed)
+		k->bad = "a GID's owner does not hold it";
+}
+
+/* A peer's share of a client's half-open sessions: within its bound, of
+ * a live client, added to that client's sum. */
+static void relay_driver_check_peer_share(gpointer key, gpointer value, gpointer userdata)
+{
+	RelayDriverCheck *k = userdata;
+	RelayDriverSeen *owner;
+	uint32_t id;
+
+	if (k->bad)
+		return;
+	memcpy(&id, key, sizeof(id)); /* RelayPeerKey starts with it */
+	if (GPOINTER_TO_UINT(value) > k->r->cfg.max_half_open_per_peer) {
+		k->bad = "a peer holds more than its share of half-open sessions";
+		return;
+	}
+	owner = relay_driver_seen(k, id, NULL);
+	if (!owner)
+		k->bad = "a peer's share belongs to no client";
+	else
+		owner->shares += GPOINTER_TO_UINT(value);
+}
+
+/*
+ * One walk of the clients, and of each one's session list: no walk of the
+ * table. What the lists cannot show is counted: every live session is on
+ * some live client's list when the lists add up to the table's live count
+ * (each entry was checked to be its client's, so none is on two); every
+ * listed GID is owned by its lister when each owner lists its GIDs and
+ * the listings add up to the owners (relay_driver_check_gid_owner()).
+ * The tables are walked with g_hash_table_foreach(), which costs a third
+ * of an iterator's steps.
+ */
 const char *relay_check_invariants_cheap(Relay *r)
 {
-	RelayDriverEdges *d = relay_driver_edges(r);
-	RelayInvariantCheck k = { .r = r };
-	GHashTableIter it;
-	gpointer key, value;
-	uint64_t sessions_listed = 0;
+	RelayDriverCheck k = { .r = r, .d = relay_driver_edges(r) };
+	uint32_t live = session_table_count(r->sessions);
 
-	k.wire_ids = d->wire_ids;
-	k.per_client = d->per_client;
-	k.half_open = d->half_open;
-	g_hash_table_remove_all(k.wire_ids);
-	g_hash_table_remove_all(k.per_client);
-	g_hash_table_remove_all(k.half_open);
-	session_table_foreach(r->sessions, relay_driver_check_session, &k);
-
-	g_hash_table_iter_init(&it, r->clients);
-	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
-		RelayClient *c = value;
-		guint counted = GPOINTER_TO_UINT(g_hash_table_lookup(k.per_client, key));
-
-		if (c->sessions.count != counted)
-			k.violation = "a client's session list disagrees with the table";
-		else if (c->sessions.count > r->cfg.max_sessions + r->cfg.max_half_open)
-			k.violation = "a client is over its session quota";
-		else if (c->sessions.half_open > r->cfg.max_half_open ||
-			 c->sessions.half_open !=
-				 GPOINTER_TO_UINT(g_hash_table_lookup(k.half_open, key)))
-			k.violation = "a client's half-open count is wrong or over its quota";
-		else if (c->n_gids > r->cfg.max_gids)
-			k.violation = "a client is over its GID quota";
-		else if (client_queued_mads(&c->conn) > client_mad_quota(&c->conn))
-			k.violation = "a client's MAD queue is over its quota";
-		for (uint32_t i = 0; !k.violation && i < c->n_gids; i++) {
-			if (g_hash_table_lookup(r->gid_owners, c->gids[i].gid) != c)
-				k.violation = "a client lists a GID it does not own";
-			for (uint32_t j = i + 1; !k.violation && j < c->n_gids; j++)
-				if (gid_equal(c->gids[i].gid, c->gids[j].gid))
-					k.violation = "a client lists a GID twice";
-		}
-		sessions_listed += c->sessions.count;
-	}
-	g_hash_table_iter_init(&it, r->gid_owners);
-	while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
-		RelayClient *c = value;
-
-		if (!g_hash_table_contains(r->clients, GUINT_TO_POINTER(c->id)) ||
-		    !relay_client_find_gid(c, key))
-			k.violation = "a GID's owner does not hold it";
-	}
-	if (!k.violation && sessions_listed != session_table_count(r->sessions))
-		k.violation = "the session count disagrees with the client lists";
-	if (!k.violation && r->counters->sessions_created < session_table_count(r->sessions))
-		k.violation = "more live sessions than were ever created";
-	if (!k.violation && session_table_count(r->sessions) > r->cfg.max_total_sessions)
-		k.violation = "more live sessions than the daemon-wide cap";
-	if (!k.violation && k.half_open_total > r->cfg.max_total_half_open)
-		k.violation = "more half-open sessions than the daemon-wide cap";
-	/* The peers' shares of each client add up to its half-open count. */
-	if (!k.violation) {
-		GHashTable *sums = d->sums;
-
-		g_hash_table_remove_all(sums);
-		g_hash_table_iter_init(&it, r->half_open_peers);
-		while (!k.violation && g_hash_table_iter_next(&it, &key, &value)) {
-			uint32_t id;
-			guint n;
-
-			memcpy(&id, key, sizeof(id)); /* RelayPeerKey starts with it */
-			if (GPOINTER_TO_UINT(value) > r->cfg.max_half_open_per_peer)
-				k.violation = "a peer holds more than its share of half-open sessions";
-			n = GPOINTER_TO_UINT(g_hash_table_lookup(sums, GUINT_TO_POINTER(id)));
-			g_hash_table_insert(sums, GUINT_TO_POINTER(id),
-					    GUINT_TO_POINTER(n + GPOINTER_TO_UINT(value)));
-		}
-		g_hash_table_iter_init(&it, r->clients);
-		while (!k.violation && g_hash_table_iter_next(&it, &key, &value))
-			if (((RelayClient *)value)->sessions.half_open !=
-			    GPOINTER_TO_UINT(g_hash_table_lookup(sums, key)))
-				k.violation = "the peers' shares disagree with a client's half-open count";
-		if (!k.violation && g_hash_table_size(sums) > g_hash_table_size(r->clients))
-			k.violation = "a peer's share belongs to no client";
-	}
-	return k.violation;
+	/* Each client's list against the table (session_table_check_owned()
+	 * reads the slots itself: no coverage hook in a fuzzer), its quotas,
+	 * its GIDs and its queue. */
+	g_hash_table_foreach(r->clients, relay_driver_check_client, &k);
+	if (k.bad)
+		return k.bad;
+	if (k.sessions_listed != live)
+		return "the session count disagrees with the client lists";
+	if (k.gids_listed != g_hash_table_size(r->gid_owners))
+		return "a client lists a GID it does not own";
+	g_hash_table_foreach(r->gid_owners, relay_driver_check_gid_owner, &k);
+	if (k.bad)
+		return k.bad;
+	if (r->counters->sessions_created < live)
+		return "more live sessions than were ever created";
+	if (live > r->cfg.max_total_sessions)
+		return "more live sessions than the daemon-wide cap";
+	if (k.half_open > r->cfg.max_total_half_open)
+		return "more half-open sessions than the daemon-wide cap";
+	/* The peers' shares of each client's half-open sessions add up to
+	 * its half-open count (with none, there is nothing to add up). */
+	if (k.half_open == 0 && g_hash_table_size(r->half_open_peers) == 0)
+		return NULL;
+	g_hash_table_foreach(r->half_open_peers, relay_driver_check_peer_share, &k);
+	if (k.bad)
+		return k.bad;
+	for (guint i = 0; i < k.n_seen; i++)
+		if (k.d->seen[i].c->sessions.half_open != k.d->seen[i].shares)
+			return "the peers' shares disagree with a client's half-open count";
+	return NULL;
 }

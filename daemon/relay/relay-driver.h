@@ -65,6 +65,11 @@ unsigned relay_driver_drain(Relay *r, uint32_t client_id,
 			    void (*fn)(void *userdata, const struct rdmacm_mux_msg *m),
 			    void *userdata);
 
+/* Copy the live sessions, in the table's order, into @out (room for
+ * @max), as relay_foreach_session() would show them. Return: how many
+ * there are (may be more than @max). */
+uint32_t relay_driver_sessions(Relay *r, Session *out, uint32_t max);
+
 /* Run the session timers up to the current time. Return: sessions removed. */
 unsigned relay_driver_run_timers(Relay *r);
 
@@ -105,6 +110,13 @@ void relay_driver_set_send_at_once(Relay *r, bool at_once);
  */
 void relay_driver_handoff(Relay *r);
 
+/*
+ * How many times the calls above that may change the relay were made.
+ * Nothing else changes it (no event loop runs it), so a check made when
+ * this count has not moved since the last one would find what it found.
+ */
+uint64_t relay_driver_actions(const Relay *r);
+
 /**
  * relay_check_invariants() - verify the relay's internal consistency: every
  * session has a live owner and is on that owner's list, no wire id is
@@ -115,8 +127,9 @@ void relay_driver_handoff(Relay *r);
 const char *relay_check_invariants(Relay *r);
 /* relay_check_invariants() but for the sweep of the session table's
  * indexes (session_table_check()), the part whose cost grows with the
- * table's capacity: for a check after every step of a fuzzer, with the
- * whole one now and then. */
+ * table's capacity: what is left costs a walk of the clients and their
+ * sessions, for a check after every step of a fuzzer, with the whole one
+ * now and then. */
 const char *relay_check_invariants_cheap(Relay *r);
 
 #endif /* RDMACM_MUX_RELAY_DRIVER_H */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "relay-driver.h"
+#include "relay-internal.h"
 #include "umad-port-fake.h"
 #include "util.h"
 #include "unit-test.h"
@@ -382,6 +383,107 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 	g_assert_cmpuint(k->sessions_expired, ==, 3);
+}
+
+/* The invariant check against a relay whose state is made wrong, one
+ * thing at a time behind the relay's back: each is reported, and undone,
+ * the relay passes again. */
+static void expect_violation(Fixture *f, const char *what)
+{
+	const char *bad = relay_check_invariants_cheap(f->relay);
+
+	g_assert_nonnull(bad);
+	g_assert_cmpstr(bad, ==, what);
+	g_assert_cmpstr(relay_check_invariants(f->relay), ==, what);
+}
+
+UNIT_FIXTURE_TEST("/relay-driver/invariant-check-finds-corruption", NULL, fixture_setup,
+		  test_invariant_check_finds_corruption)
+{
+	uint8_t g1[16], g2[16], peer[16], mad[256];
+	uint32_t c1 = relay_driver_add_client(f->relay);
+	uint32_t c2 = relay_driver_add_client(f->relay);
+	Relay *r = f->relay;
+	RelayClient *k1, *k2;
+	UmadBuffer in = { 0 };
+	Session *s, *remote;
+	GHashTableIter it;
+	gpointer key, value;
+	uint32_t saved;
+	(void)data;
+
+	gid("::ffff:10.0.1.1", g1);
+	gid("::ffff:10.0.1.2", g2);
+	gid("::ffff:10.0.2.9", peer);
+	request(f, c1, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	request(f, c2, RDMACM_MUX_OP_CODE_REG, g2, NULL, NULL);
+	for (uint32_t id = 7; id <= 8; id++) {
+		cm_mad(mad, 0x10, id, 0);
+		memcpy(mad + 96, peer, 16);
+		request(f, c1, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	}
+	/* A peer's REQ to c2: a half-open session of c2, the peer's share. */
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 2;
+	memcpy(in.hdr.addr.gid, peer, 16);
+	cm_mad(in.mad, 0x10, 0x55, 0);
+	memcpy(in.mad + 96, g2, 16);
+	relay_driver_wire_mad(r, &in, 256);
+	k1 = relay_client_lookup(r, c1);
+	k2 = relay_client_lookup(r, c2);
+	g_assert_cmpuint(k1->sessions.count, ==, 2);
+	g_assert_cmpuint(k2->sessions.half_open, ==, 1);
+	g_assert_null(relay_check_invariants(r));
+
+	k1->sessions.count++;
+	expect_violation(f, "a client's session list disagrees with the table");
+	k1->sessions.count--;
+
+	s = session_table_get(r->sessions, k1->sessions.head);
+	s->state = SESSION_STATE_COUNT;
+	expect_violation(f, "a session has a bad state or timer");
+	s->state = SESSION_REQ_SENT;
+
+	saved = s->wire_id;
+	s->wire_id ^= 0x1000; /* its key changed, its index entry did not */
+	expect_violation(f, "a session's wire id does not find it");
+	s->wire_id = saved;
+
+	s->client_id = c2;
+	expect_violation(f, "a client's session list holds a session not its own");
+	s->client_id = c1;
+
+	s->flags |= SESSION_F_HALF_OPEN;
+	expect_violation(f, "a session the client started counts as half-open");
+	s->flags &= (uint8_t)~SESSION_F_HALF_OPEN;
+
+	remote = session_table_get(r->sessions, k2->sessions.head);
+	remote->flags &= (uint8_t)~SESSION_F_HALF_OPEN;
+	expect_violation(f, "a client's half-open count is wrong");
+	remote->flags |= SESSION_F_HALF_OPEN;
+
+	g_hash_table_insert(r->gid_owners, g_memdup2(g1, 16), k2);
+	expect_violation(f, "a GID's owner does not hold it");
+	g_hash_table_insert(r->gid_owners, g_memdup2(g1, 16), k1);
+
+	g_hash_table_remove(r->gid_owners, g2);
+	expect_violation(f, "a client lists a GID it does not own");
+	g_hash_table_insert(r->gid_owners, g_memdup2(g2, 16), k2);
+
+	g_hash_table_iter_init(&it, r->half_open_peers);
+	g_assert_true(g_hash_table_iter_next(&it, &key, &value));
+	g_hash_table_iter_replace(&it, GUINT_TO_POINTER(GPOINTER_TO_UINT(value) + 1));
+	expect_violation(f, "the peers' shares disagree with a client's half-open count");
+	g_hash_table_iter_init(&it, r->half_open_peers);
+	g_assert_true(g_hash_table_iter_next(&it, &key, &value));
+	g_hash_table_iter_replace(&it, GUINT_TO_POINTER(GPOINTER_TO_UINT(value) - 1));
+
+	saved = (uint32_t)r->counters->sessions_created;
+	r->counters->sessions_created = 0;
+	expect_violation(f, "more live sessions than were ever created");
+	r->counters->sessions_created = saved;
+
+	g_assert_null(relay_check_invariants(r));
 }
 
 UNIT_TEST_MAIN()

@@ -333,6 +333,20 @@ int64_t session_timer_left_ms(const Session *s, uint64_t now);
  * Return: NULL, or what is wrong (static storage).
  */
 const char *session_table_check(const SessionTable *t);
+/**
+ * session_table_check_owned() - verify the list @l of client @client_id:
+ * each entry a live session of that client that its wire id and client
+ * comm id find (and so no other session has either), in a valid state
+ * and timer, half-open only when a peer started it; the list as long as
+ * its count, with as many half-open entries as its half-open count. For
+ * fuzzers and tests.
+ * Return: NULL, or what is wrong (static storage).
+ */
+const char *session_table_check_owned(const SessionTable *t, const SessionList *l,
+				      uint32_t client_id);
+/* Copy the live sessions, in slot order, into @out (room for @max).
+ * For fuzzers and tests. Return: how many there are (may be > @max). */
+uint32_t session_table_copy(const SessionTable *t, Session *out, uint32_t max);
 
 const char *session_state_name(SessionState s);
 const char *session_timer_name(SessionTimer k);
