@@ -391,13 +391,17 @@ int relay_respond(Relay *r, RelayClient *c, struct rdmacm_mux_msg *req, int err)
 static int relay_register_gid(Relay *r, RelayClient *c, const uint8_t gid[GID_LEN])
 {
 	RelayClient *owner = g_hash_table_lookup(r->gid_owners, gid);
-	char text[GID_STR_LEN], pid[32], gidf[64];
+	char text[GID_STR_LEN] = "", pid[32] = "", gidf[64] = "";
 	const char *fields[] = { pid, gidf, NULL };
 	RelayClientGid *cg;
 	int index, e;
 
-	snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->conn.cred.pid);
-	snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(gid, text));
+	/* Written only when a line below can be (as UNREG does): a REG
+	 * that logs nothing formats nothing. */
+	if (log_get_max_level() >= LOG_WARNING) {
+		snprintf(pid, sizeof(pid), "CLIENT_PID=%d", (int)c->conn.cred.pid);
+		snprintf(gidf, sizeof(gidf), "GID=%s", gid_to_string(gid, text));
+	}
 
 	if (gid_is_zero(gid))
 		return -EINVAL;
