@@ -92,6 +92,11 @@
 #define HISTORY 32
 #define INJECTED 64 /* MADs remembered: clients queue at most MAX_QUEUED each */
 
+#define MAX_TOTAL_SESSIONS 32 /* below the clients' quotas: the daemon-wide cap is reached */
+#define MAX_TOTAL_HALF_OPEN 16
+/* Live sessions the quotas allow: each client's, or the daemon's cap. */
+#define LIVE_SESSIONS MAX_TOTAL_SESSIONS
+#define EVENT_SHAPES 4096 /* event shapes formatted (event_shape_new()): half of it */
 #define REQ_COPIES 1024 /* MAD requests remembered for their sends' checks */
 
 enum { OP_ADD, OP_REMOVE, OP_REG, OP_UNREG, OP_MAD, OP_WIRE, OP_TIME, OP_DRAIN, OP_RAW,
@@ -112,6 +117,12 @@ static const uint8_t gid_pool[10][IB_GID_LEN] = {
 	{ 0xfe, 0x80, [15] = 0x02 },
 };
 
+/* gid_is_zero() without memcmp() (see fuzz_same()). */
+static bool zero_gid(const uint8_t gid[IB_GID_LEN])
+{
+	return fuzz_same(gid, gid_pool[8], IB_GID_LEN);
+}
+
 static const uint16_t attrs[] = {
 	CM_ATTR_REQ,  CM_ATTR_REP,	CM_ATTR_RTU,	  CM_ATTR_DREQ, CM_ATTR_DREP,
 	CM_ATTR_REJ,  CM_ATTR_MRA,	CM_ATTR_SIDR_REQ, CM_ATTR_SIDR_REP, CM_ATTR_LAP,
@@ -130,8 +141,10 @@ typedef struct Pending {
 } Pending;
 
 /* A MAD request as sent, for the checks of its write, which may come
- * long after (a sender's). */
+ * long after (a sender's). Serials start over with each input: a copy
+ * counts only in the input that made it. */
 typedef struct ReqCopy {
+	uint64_t input; /* Fuzz.input when it was made */
 	uint32_t serial;
 	bool sgid_owned; /* the sender owned the sgid when it sent it */
 	size_t len;
@@ -141,19 +154,49 @@ typedef struct ReqCopy {
 
 static ReqCopy req_copies[REQ_COPIES];
 
+/* A client as the model knows it. The arrays are read only below their
+ * counts, so a slot is reused by clearing what comes before them. */
 typedef struct MClient {
+	bool live; /* in use (client_pool) */
 	uint32_t id;
 	uint64_t caps;
 	unsigned bad;
-	uint8_t owned[MAX_GIDS][IB_GID_LEN];
 	unsigned n_owned;
-	uint8_t ever[HISTORY][IB_GID_LEN];
 	unsigned n_ever;
-	uint32_t ids[HISTORY]; /* comm ids / request ids this client sent */
 	unsigned n_ids;
-	Pending pending[256];
 	unsigned n_pending;
+	uint8_t owned[MAX_GIDS][IB_GID_LEN];
+	uint8_t ever[HISTORY][IB_GID_LEN];
+	uint32_t ids[HISTORY]; /* comm ids / request ids this client sent */
+	Pending pending[256];
 } MClient;
+
+/* The clients' slots (8 KiB each): taken and given back, not allocated
+ * and cleared for every client of every input. */
+static MClient client_pool[MAX_CLIENTS];
+
+static MClient *model_add(uint32_t id)
+{
+	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+		MClient *c = &client_pool[i];
+
+		if (!c->live) {
+			memset(c, 0, offsetof(MClient, owned));
+			c->live = true;
+			c->id = id;
+			return c;
+		}
+	}
+	abort(); /* the model never holds more than MAX_CLIENTS */
+}
+
+/* An event's shape as far as its formatting goes (event_shape_new());
+ * bits 0 says the entry is taken. */
+typedef struct EventShape {
+	const char *drop;
+	uint16_t attr;
+	uint8_t bits;
+} EventShape;
 
 typedef struct Injected {
 	bool used;
@@ -179,7 +222,10 @@ typedef struct Fuzz {
 	unsigned n_inj;
 	MClient *draining;
 	const char *last_drop; /* the latest event's drop reason, or NULL */
+	uint64_t input;	       /* inputs run by this process, this one included */
 	unsigned events;       /* events seen */
+	uint64_t checked_actions; /* relay_driver_actions() at the last check */
+	unsigned checks;
 	bool trace;	       /* FUZZ_TRACE set: each step and MAD on stderr */
 	/* Last: not cleared between inputs (85 KiB; each is written whole
 	 * before it is read). */
@@ -366,7 +412,7 @@ static MClient *gid_owner(Fuzz *f, const uint8_t gid[IB_GID_LEN], unsigned *slot
 {
 	for (unsigned i = 0; i < f->n_clients; i++)
 		for (unsigned j = 0; j < f->clients[i]->n_owned; j++)
-			if (memcmp(f->clients[i]->owned[j], gid, IB_GID_LEN) == 0) {
+			if (fuzz_same(f->clients[i]->owned[j], gid, IB_GID_LEN)) {
 				if (slot)
 					*slot = j;
 				return f->clients[i];
@@ -381,7 +427,7 @@ static void model_drop(Fuzz *f, MClient *c)
 			f->clients[i] = f->clients[--f->n_clients];
 			break;
 		}
-	free(c);
+	c->live = false;
 }
 
 static void check_invariants(Fuzz *f, const char *step, bool deep)
@@ -416,18 +462,19 @@ static int on_send(void *userdata, UmadBuffer *buf, size_t len)
 	int gid_index = buf->hdr.addr.gid_index;
 
 	f->sends++;
-	fuzz_check(serial != 0 && q->serial == serial, "a write of a MAD no request sent (TID %08x)",
+	fuzz_check(serial != 0 && q->serial == serial && q->input == f->input,
+		   "a write of a MAD no request sent (TID %08x)",
 		   serial);
 	fuzz_check(len == q->len, "sent %zu bytes of a %zu-byte MAD", len, q->len);
 	fuzz_check(buf->hdr.addr.qpn == htobe32(1), "sent to QPN %u", be32toh(buf->hdr.addr.qpn));
 	fuzz_check(buf->hdr.addr.grh_present == 1, "RoCE send without a GRH");
 	fuzz_check(gid_index < FUZZ_PORT_GIDS &&
-			   memcmp(fuzz_port_gid[gid_index], q->sgid, IB_GID_LEN) == 0,
+			   fuzz_same(fuzz_port_gid[gid_index], q->sgid, IB_GID_LEN),
 		   "sent from GID index %d, not the sgid's", gid_index);
 	fuzz_check(q->sgid_owned, "sent from a GID its client did not own");
-	fuzz_check(!gid_is_zero(buf->hdr.addr.gid), "sent to the zero GID");
-	fuzz_check(memcmp(buf->mad, q->mad, 12) == 0 && memcmp(buf->mad + 16, q->mad + 16, 8) == 0 &&
-			   memcmp(buf->mad + 28, q->mad + 28, len - 28) == 0,
+	fuzz_check(!zero_gid(buf->hdr.addr.gid), "sent to the zero GID");
+	fuzz_check(fuzz_same(buf->mad, q->mad, 12) && fuzz_same(buf->mad + 16, q->mad + 16, 8) &&
+			   fuzz_same(buf->mad + 28, q->mad + 28, len - 28),
 		   "the relay changed MAD bytes it must not touch");
 	attr = cm_mad_attr(buf->mad);
 	if (f->trace)
@@ -449,13 +496,49 @@ static int on_send(void *userdata, UmadBuffer *buf, size_t len)
 	return 0;
 }
 
+/*
+ * Whether @ev is the first of its shape: what decides relay_format_event()'s
+ * path through its code (direction, drop reason, attribute or "one it
+ * has no name for", which of its parts are there). The rest of an event is numbers and GIDs printed by
+ * fixed formats into a bounded buffer. Kept for the process: replayed
+ * alone, an input formats every shape it makes, so a crash in the
+ * formatting still reproduces.
+ */
+static bool event_shape_new(const RelayEvent *ev)
+{
+	static EventShape seen[EVENT_SHAPES];
+	static unsigned n_seen;
+	/* An attribute the formatter has no name for is printed in hex. */
+	bool named = cm_attr_to_index(ev->attr) != CM_IDX_OTHER ||
+		     ev->attr == CM_ATTR_CLASS_PORT_INFO;
+	EventShape k = {
+		.drop = ev->drop,
+		.attr = named ? ev->attr : 0xffff,
+		.bits = (uint8_t)(1 | ev->rx << 1 | (ev->client_id != 0) << 2 |
+				  (ev->local_gid != NULL) << 3 | (ev->remote_gid != NULL) << 4),
+	};
+	unsigned i = (unsigned)(((uintptr_t)k.drop >> 3) * 31 + k.attr * 7 + k.bits) % EVENT_SHAPES;
+
+	if (n_seen >= EVENT_SHAPES / 2)
+		return true; /* a full set: every event is formatted */
+	for (; seen[i].bits; i = (i + 1) % EVENT_SHAPES)
+		if (seen[i].drop == k.drop && seen[i].attr == k.attr && seen[i].bits == k.bits)
+			return false;
+	seen[i] = k;
+	n_seen++;
+	return true;
+}
+
 static void on_event(void *userdata, const RelayEvent *ev)
 {
 	Fuzz *f = userdata;
 	char line[512];
 
 	fuzz_check(ev->mad_len <= 256, "event with mad_len %zu", ev->mad_len);
-	relay_format_event(ev, line, sizeof(line));
+	/* The trace's formatting is checked once per shape of event:
+	 * printing every one cost a quarter of each input. */
+	if (event_shape_new(ev))
+		relay_format_event(ev, line, sizeof(line));
 	f->last_drop = ev->drop;
 	f->events++;
 }
@@ -497,13 +580,13 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 		   "inbound frame type %u op 0x%x err %d", m->hdr.msg_type, m->hdr.op_code,
 		   m->hdr.err_code);
 	fuzz_check(m->umad_len > 24 && m->umad_len <= 256, "inbound umad_len %d", m->umad_len);
-	fuzz_check(memcmp(m->umad.mad + m->umad_len, zero, (size_t)(256 - m->umad_len)) == 0,
+	fuzz_check(fuzz_same(m->umad.mad + m->umad_len, zero, (size_t)(256 - m->umad_len)),
 		   "inbound frame has bytes past umad_len");
 	{
 		bool ever = false;
 
 		for (unsigned i = 0; i < c->n_ever && i < HISTORY; i++)
-			ever |= memcmp(c->ever[i], m->hdr.sgid.raw, IB_GID_LEN) == 0;
+			ever |= fuzz_same(c->ever[i], m->hdr.sgid.raw, IB_GID_LEN);
 		fuzz_check(ever || c->n_ever > HISTORY,
 			   "client %u got a MAD for a GID it never owned", c->id);
 	}
@@ -524,16 +607,16 @@ static void on_frame(void *userdata, const struct rdmacm_mux_msg *m)
 		for (unsigned i = 0; i < INJECTED && i < f->n_inj; i++) {
 			Injected *in = &f->inj[i];
 
-			if (in->len != len || memcmp(&in->buf.hdr, &m->umad.hdr, sizeof(in->buf.hdr)) ||
-			    memcmp(in->buf.mad, m->umad.mad, skip) ||
-			    (len > keep && memcmp(in->buf.mad + keep, m->umad.mad + keep, len - keep)))
+			if (in->len != len || !fuzz_same(&in->buf.hdr, &m->umad.hdr, sizeof(in->buf.hdr)) ||
+			    !fuzz_same(in->buf.mad, m->umad.mad, skip) ||
+			    (len > keep && !fuzz_same(in->buf.mad + keep, m->umad.mad + keep, len - keep)))
 				continue;
 			/* Prefer unused, then an unchanged id: identical MADs
 			 * that differ only in the rewritten id are ambiguous. */
 			if (!hit || (hit->used && !in->used) ||
 			    (hit->used == in->used &&
-			     memcmp(hit->buf.mad + skip, m->umad.mad + skip, 4) != 0 &&
-			     memcmp(in->buf.mad + skip, m->umad.mad + skip, 4) == 0))
+			     !fuzz_same(hit->buf.mad + skip, m->umad.mad + skip, 4) &&
+			     fuzz_same(in->buf.mad + skip, m->umad.mad + skip, 4)))
 				hit = in;
 		}
 		fuzz_check(hit != NULL || f->n_inj > INJECTED,
@@ -626,6 +709,7 @@ static void stamp_mad(Fuzz *f, MClient *c, struct rdmacm_mux_msg *m, Pending *p)
 	p->serial = ++f->next_serial;
 	put_be32(m->umad.mad + 8, p->serial);
 	q = &req_copies[p->serial % REQ_COPIES];
+	q->input = f->input;
 	q->serial = p->serial;
 	q->sgid_owned = gid_owner(f, m->hdr.sgid.raw, NULL) == c;
 	q->len = m->umad_len >= 0 && m->umad_len <= 256 ? (size_t)m->umad_len : 0;
@@ -693,7 +777,7 @@ static void step_reg(Fuzz *f, MClient *c, const uint8_t *gid, bool reg)
 		return;
 	memcpy(m.hdr.sgid.raw, gid, IB_GID_LEN);
 	if (reg) {
-		err = gid_is_zero(gid) ? -EINVAL
+		err = zero_gid(gid) ? -EINVAL
 		      : owner == c	? -EEXIST
 		      : owner		? -EACCES
 		      : c->n_owned >= MAX_GIDS ? -EDQUOT
@@ -748,19 +832,25 @@ static void step_mad(Fuzz *f, MClient *c)
 	request(f, c, &m, p, false);
 }
 
-/* Every live session, in the table's order (which a dropped MAD cannot
- * change: it neither makes nor frees a slot). */
-static void collect_session(void *userdata, const Session *s)
+/* The live sessions at one moment, in the table's order (which a dropped
+ * MAD cannot change: it neither makes nor frees a slot). */
+typedef struct Snapshot {
+	unsigned n;
+	Session s[LIVE_SESSIONS];
+} Snapshot;
+
+static void sessions_now(Fuzz *f, Snapshot *snap)
 {
-	g_array_append_val((GArray *)userdata, *s);
+	snap->n = relay_driver_sessions(f->relay, snap->s, LIVE_SESSIONS);
+	fuzz_check(snap->n <= LIVE_SESSIONS, "more live sessions than the quotas allow");
 }
 
-static GArray *sessions_now(Fuzz *f)
+/* Whether a drop reason is the full queue's. The relay's names are its
+ * table's strings: a pointer compares them (strcmp() would go through
+ * libFuzzer's hook, which takes the harness's strings for the input's). */
+static bool queue_full(const char *drop)
 {
-	GArray *a = g_array_new(FALSE, FALSE, sizeof(Session));
-
-	relay_foreach_session(f->relay, collect_session, a);
-	return a;
+	return drop == relay_rx_drop_name(RX_DROP_QUEUE_FULL);
 }
 
 /*
@@ -771,20 +861,18 @@ static GArray *sessions_now(Fuzz *f)
  */
 static const char *inject(Fuzz *f, Injected *in)
 {
-	g_autoptr(GArray) before = sessions_now(f);
-	g_autoptr(GArray) after = NULL;
+	static Snapshot before, after;
 	unsigned events = f->events;
 
+	sessions_now(f, &before);
 	f->last_drop = NULL;
 	relay_driver_wire_mad(f->relay, &in->buf, in->len);
-	if (f->events == events || !f->last_drop || !strcmp(f->last_drop, "queue-full"))
+	if (f->events == events || !f->last_drop || queue_full(f->last_drop))
 		return f->events == events ? "silent" : f->last_drop;
-	after = sessions_now(f);
-	fuzz_check(after->len == before->len &&
-			   (before->len == 0 ||
-			    !memcmp(after->data, before->data, before->len * sizeof(Session))),
+	sessions_now(f, &after);
+	fuzz_check(after.n == before.n && fuzz_same(after.s, before.s, before.n * sizeof(Session)),
 		   "a wire MAD dropped as %s changed the sessions (%u -> %u)", f->last_drop,
-		   before->len, after->len);
+		   before.n, after.n);
 	return f->last_drop;
 }
 
@@ -897,7 +985,7 @@ static void step_raw(Fuzz *f, MClient *c)
 static int port_index(const uint8_t gid[16])
 {
 	for (int i = 0; i < FUZZ_PORT_GIDS; i++)
-		if (!memcmp(fuzz_port_gid[i], gid, 16))
+		if (fuzz_same(fuzz_port_gid[i], gid, 16))
 			return i;
 	return -1;
 }
@@ -906,7 +994,7 @@ static int port_index(const uint8_t gid[16])
  * aims a message at it, with one thing wrong, or none. */
 static void step_forge(Fuzz *f)
 {
-	g_autoptr(GArray) live = sessions_now(f);
+	static Snapshot live;
 	uint8_t sel = u8(f), asel = u8(f), what = u8(f) % 5;
 	uint16_t attr = attrs[asel % 11];
 	Injected *in;
@@ -916,9 +1004,10 @@ static void step_forge(Fuzz *f)
 	int index;
 	bool wrong_sender, wrong_pair;
 
-	if (live->len == 0)
+	sessions_now(f, &live);
+	if (live.n == 0)
 		return;
-	s = &g_array_index(live, Session, sel % live->len);
+	s = &live.s[sel % live.n];
 	index = port_index(s->local_gid);
 	if (index < 0 || s->wire_id == 0)
 		return;
@@ -933,7 +1022,7 @@ static void step_forge(Fuzz *f)
 	b->hdr.addr.grh_present = 1;
 	b->hdr.addr.gid_index = (uint8_t)(what == 3 ? (index + 1) % FUZZ_PORT_GIDS : index);
 	b->hdr.length = (uint32_t)(in->len + 64);
-	memcpy(b->hdr.addr.gid, gid_is_zero(s->peer_gid) ? gid_pool[5] : s->peer_gid, IB_GID_LEN);
+	memcpy(b->hdr.addr.gid, zero_gid(s->peer_gid) ? gid_pool[5] : s->peer_gid, IB_GID_LEN);
 	if (what == 2)
 		b->hdr.addr.gid[15] ^= 0x40;
 	drop = inject(f, in);
@@ -943,11 +1032,11 @@ static void step_forge(Fuzz *f)
 	/* (A REQ from another host, or to another GID, is simply a new
 	 * connection, so only session messages count here.) */
 	wrong_sender = attr != CM_ATTR_REQ && attr != CM_ATTR_SIDR_REQ &&
-		       (what == 3 || (what == 2 && !gid_is_zero(s->peer_gid)));
+		       (what == 3 || (what == 2 && !zero_gid(s->peer_gid)));
 	wrong_pair = what == 1 && s->peer_comm_id != 0 && attr != CM_ATTR_SIDR_REP &&
 		     attr != CM_ATTR_SIDR_REQ && attr != CM_ATTR_REQ;
 	if (wrong_sender || wrong_pair)
-		fuzz_check(drop && strcmp(drop, "queue-full") != 0,
+		fuzz_check(drop && !queue_full(drop),
 			   "a forged %s (%s wrong) at a %s session was %s",
 			   cm_attr_name(attr, (char[16]){ 0 }),
 			   what == 1 ? "LocalCommID" : what == 2 ? "sender GID" : "local GID",
@@ -1080,14 +1169,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	RelayConfig cfg = {
 		.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS, .max_sessions = MAX_SESSIONS,
 		.max_queued = MAX_QUEUED, .max_pending = MAX_PENDING, .max_bad_frames = MAX_BAD,
+		.max_total_sessions = MAX_TOTAL_SESSIONS, .max_total_half_open = MAX_TOTAL_HALF_OPEN,
 		.timeouts_ms = { 0, 1000, 4000, 500 },
 	};
 	static Fuzz state;
+	static uint64_t inputs;
 	Fuzz *f = &state;
 	unsigned steps = 0;
 	bool handed_off = false;
 
 	memset(f, 0, offsetof(Fuzz, inj));
+	f->input = ++inputs;
 	f->trace = getenv("FUZZ_TRACE") != NULL;
 	f->p = data;
 	f->n = size;
@@ -1114,10 +1206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			}
 			fuzz_check(id != 0, "a client below the limit was refused");
-			c = calloc(1, sizeof(*c));
-			if (!c)
-				abort();
-			c->id = id;
+			c = model_add(id);
 			f->clients[f->n_clients++] = c;
 			break;
 		}
@@ -1202,8 +1291,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			f->fail_sends = u8(f) % 4;
 			break;
 		}
-		/* The session table's own sweep costs its capacity: now and then. */
-		check_invariants(f, names[op], steps % 16 == 0);
+		/* After every step that acted on the relay (one that did not
+		 * leaves it, and the model, as the last check found them); the
+		 * session table's own sweep costs its capacity: now and then. */
+		if (relay_driver_actions(f->relay) != f->checked_actions) {
+			f->checked_actions = relay_driver_actions(f->relay);
+			check_invariants(f, names[op], ++f->checks % 16 == 0);
+		}
 	}
 
 	finish(f);
