@@ -1181,6 +1181,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(f, 0, offsetof(Fuzz, inj));
 	f->input = ++inputs;
 	f->trace = getenv("FUZZ_TRACE") != NULL;
+	/* Nothing of the input's count in the trace: an input's trace is the
+	 * same whatever ran before it (check-isolation.sh compares). */
+	if (f->trace)
+		fprintf(stderr, "input: %zu bytes\n", size);
 	f->p = data;
 	f->n = size;
 	f->now = 1000000;
