@@ -36,7 +36,11 @@ typedef struct RelayDriverSeen {
  * it) and its senders (the relay's workers). Freed with the relay. */
 typedef struct RelayDriverEdges {
 	uint64_t now;
+	unsigned senders; /* as made (relay_driver_new()) */
 	unsigned wanted, live;
+	/* The senders whose workers these are: a fresh sender takes them
+	 * over before the old one goes (relay_resume_sends()). */
+	unsigned users;
 	bool stopped;
 	bool write_at_once;
 	uint64_t actions; /* relay_driver_actions() */
@@ -69,6 +73,7 @@ static int relay_driver_sends_start(sd_event *event, UmadPort *port, const UmadS
 	(void)cfg;
 	d->port = port;
 	d->events = *events;
+	d->users++;
 	*ret = d;
 	return 0;
 }
@@ -135,6 +140,8 @@ static void relay_driver_sends_free(void *w)
 {
 	RelayDriverEdges *d = w;
 
+	if (d->users > 0 && --d->users > 0)
+		return;
 	g_ptr_array_free(d->in_flight, TRUE);
 	g_free(d->seen);
 	g_free(d);
@@ -158,7 +165,7 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 	int e;
 
 	d->now = 1000000;
-	d->wanted = d->live = senders;
+	d->senders = d->wanted = d->live = senders;
 	d->in_flight = g_ptr_array_new();
 	c.clock = (UsecClock){ .now = relay_driver_clock_now, .userdata = d };
 	c.send_workers = &relay_driver_sends_ops;
@@ -243,6 +250,64 @@ void relay_driver_set_send_at_once(Relay *r, bool at_once)
 {
 	relay_driver_edges(r)->actions++;
 	relay_driver_edges(r)->write_at_once = at_once;
+}
+
+/* g_hash_table_find()'s predicate for the first entry there is. */
+static gboolean relay_driver_any(gpointer key, gpointer value, gpointer userdata)
+{
+	(void)key;
+	(void)value;
+	(void)userdata;
+	return TRUE;
+}
+
+int relay_driver_reset(Relay *r)
+{
+	RelayDriverEdges *d = relay_driver_edges(r);
+	SessionTable *fresh;
+	gpointer c;
+	int e;
+
+	/* (A relay with VMs counts in their table, which is not its own.) */
+	if (d->stopped || d->in_flight->len > 0 || relay_sender_queued(r) > 0 || r->handoff ||
+	    r->settle_post || r->settle_timer || r->vms.table)
+		return -EBUSY;
+	d->actions++;
+	/* Its sessions, GIDs, peers' shares and queues go with each client. */
+	while ((c = g_hash_table_find(r->clients, relay_driver_any, NULL)))
+		relay_drop_client(r, c, "reset by the driver");
+	if (g_hash_table_size(r->half_open_peers) > 0 || g_hash_table_size(r->gid_owners) > 0 ||
+	    r->dirty->len > 0 || r->unregistered.length > 0)
+		return -EBUSY;
+	/* A table as new: its free list, tombstones, timers and wire ids
+	 * would otherwise carry over (the capacity is the cap's). */
+	fresh = session_table_new_sized(r->cfg.timeouts_ms, r->cfg.max_total_sessions);
+	if (!fresh)
+		return -ENOMEM;
+	session_table_set_remove_hook(r->sessions, NULL, NULL);
+	session_table_free(r->sessions);
+	r->sessions = fresh;
+	session_table_set_remove_hook(r->sessions, relay_session_removed, r);
+	/* A sender as new: what its policy learnt of the destinations goes
+	 * (the stand-in workers, @d, stay: they are the relay's clock). */
+	e = relay_resume_sends(r);
+	if (e < 0)
+		return e;
+	d->stopped = false;
+	d->wanted = d->live = d->senders;
+	d->write_at_once = false;
+	d->stats = (UmadSenderStats){ 0 };
+	d->now = 1000000;
+	/* The GID epoch only grows: an entry read in an epoch of the last
+	 * run is read again. */
+	r->gid_epoch++;
+	*r->counters = (RelayCounters){ 0 };
+	r->vm_none = (VmCounters){ 0 };
+	r->next_client_id = 1;
+	r->recv_errors_in_a_row = 0;
+	g_array_set_size(r->resumed, 0);
+	relay_schedule_timer(r);
+	return 0;
 }
 
 uint64_t relay_driver_actions(const Relay *r)

@@ -110,6 +110,21 @@ void relay_driver_set_send_at_once(Relay *r, bool at_once);
  */
 void relay_driver_handoff(Relay *r);
 
+/**
+ * relay_driver_reset() - bring the relay back to what relay_driver_new()
+ * made, for the next run of a fuzzer without the cost of a new one: every
+ * client goes (with its GIDs, sessions and queues), the session table and
+ * the sender's policy are made anew, the counters, client ids and clock
+ * start over, the senders are as many as at the start and hold writes in
+ * flight again. What stays: the port, the event sinks, the configuration,
+ * and the sizes the relay's arrays grew to.
+ * Return: 0; -EBUSY when the relay cannot be brought back (after a
+ * hand-off, with a write in flight or a MAD queued for the senders, or
+ * with VMs, whose counters are their table's):
+ * free it and make a new one; -ENOMEM.
+ */
+int relay_driver_reset(Relay *r);
+
 /*
  * How many times the calls above that may change the relay were made.
  * Nothing else changes it (no event loop runs it), so a check made when

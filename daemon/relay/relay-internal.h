@@ -16,7 +16,7 @@
  *   relay-vms.c      the VMs' assignments: which VM a client is, the check
  *                    before each REG, per-VM counters
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
- *                    clock and senders, and the invariant checks
+ *                    clock and senders, its reset, and the invariant checks
  *
  * and the one unit outside relay/ that includes this header,
  * daemon/handoff/handoff-relay.c, which keeps the relay's hand-off state

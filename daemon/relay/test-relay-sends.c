@@ -452,6 +452,67 @@ UNIT_FIXTURE_TEST("/relay-sends/handoff-answers-everything", NULL, fixture_setup
 	expect_answer(&f->got[0], 4, -EAGAIN);
 }
 
+/* The wire id (LocalCommID) of write @i in flight. */
+static uint32_t in_flight_wire_id(Fixture *f, unsigned i)
+{
+	const UmadBuffer *b = relay_driver_send_peek(f->relay, i, NULL);
+
+	g_assert_nonnull(b);
+	return get_be32(b->mad + 24);
+}
+
+/*
+ * relay_driver_reset(), a fuzzer's way from one input to the next, leaves
+ * nothing of the run before: no client, GID, session or count; client ids,
+ * wire ids (from the same seed) and the clock start over as in a new
+ * relay; the senders' policy forgot the destination that timed out (its
+ * negative cache would still refuse it at 1 s); the senders are as many
+ * as at the start. A relay it cannot bring back (handed off) says so.
+ */
+UNIT_FIXTURE_TEST("/relay-sends/reset-as-new", NULL, fixture_setup, test_reset_as_new)
+{
+	const RelayCounters zero = { 0 };
+	uint32_t first = f->c, wire;
+	(void)data;
+
+	relay_driver_seed_wire_ids(f->relay, 1);
+	req(f, 1, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+	wire = in_flight_wire_id(f, 0);
+	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_TIMEOUT, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 1);
+	expect_answer(&f->got[0], 1, -ETIMEDOUT);
+	relay_driver_set_senders(f->relay, 1);
+	relay_driver_set_time(f->relay, 1000000 + 300000);
+
+	g_assert_cmpint(relay_driver_reset(f->relay), ==, 0);
+	g_assert_null(relay_check_invariants(f->relay));
+	g_assert_cmpuint(relay_client_count(f->relay), ==, 0);
+	g_assert_cmpuint(relay_gid_count(f->relay), ==, 0);
+	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
+	g_assert_cmpint(memcmp(relay_counters(f->relay), &zero, sizeof(zero)), ==, 0);
+
+	relay_driver_seed_wire_ids(f->relay, 1);
+	f->c = relay_driver_add_client(f->relay);
+	g_assert_cmpuint(f->c, ==, first);
+	reg(f, f->gid);
+	g_assert_cmpuint(drain(f), ==, 1);
+	g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
+	req(f, 1, f->peer);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 1);
+	g_assert_cmpuint(in_flight_wire_id(f, 0), ==, wire);
+	req(f, 2, f->peer2);
+	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 2);
+	while (relay_driver_sends_in_flight(f->relay) > 0)
+		g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_WRITE, 0), ==, 0);
+	g_assert_cmpuint(drain(f), ==, 2);
+	expect_answer(&f->got[0], 1, 0);
+	expect_answer(&f->got[1], 2, 0);
+
+	relay_driver_handoff(f->relay);
+	g_assert_cmpint(relay_driver_reset(f->relay), ==, -EBUSY);
+}
+
 /* The answer PROTOCOL.md's err_code table gives a base-protocol client
  * for -@errnum. */
 static int32_t protocol_answer(int errnum)
