@@ -106,19 +106,24 @@ static void request(Ctx *x, uint32_t id, const struct rdmacm_mux_msg *m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	RelayConfig cfg = {
-		.max_clients = MAX_CLIENTS, .max_gids = 4, .max_sessions = 8, .max_queued = 4,
-		.timeouts_ms = { 0, 1000, 2000, 500 },
+	static Ctx x;
+	static const FuzzRelaySetup setup = {
+		.cfg = {
+			.max_clients = MAX_CLIENTS, .max_gids = 4, .max_sessions = 8,
+			.max_queued = 4, .timeouts_ms = { 0, 1000, 2000, 500 },
+		},
+		.senders = 2,
+		.send = count_send,
+		.sink = format_event,
+		.userdata = &x,
 	};
-	Ctx x = { 0 };
 	uint32_t ids[MAX_CLIENTS];
 	unsigned n = 0;
 	const char *bad;
 
-	x.relay = fuzz_relay_new(&cfg, 2, count_send, &x);
+	x = (Ctx){ .relay = fuzz_relay_begin(&setup) };
 	/* Frames, not timing: every write goes out as it is handed over. */
 	relay_driver_set_send_at_once(x.relay, true);
-	relay_add_event_sink(x.relay, format_event, NULL);
 	for (int i = 0; i < 2; i++) {
 		struct rdmacm_mux_msg reg = { .hdr.op_code = RDMACM_MUX_OP_CODE_REG };
 
@@ -154,6 +159,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (unsigned i = 0; i < n; i++)
 		(void)relay_driver_drain(x.relay, ids[i], check_frame, &x);
-	fuzz_relay_free(x.relay);
+	fuzz_relay_end(x.relay);
 	return 0;
 }

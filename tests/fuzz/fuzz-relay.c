@@ -1166,13 +1166,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		"ADD",	   "REMOVE", "REG",  "UNREG", "MAD",	 "WIRE",    "TIME",    "DRAIN", "RAW",
 		"HELLO",   "STATS",  "FAIL", "RAWWIRE", "FORGE", "SEND", "SENDERS", "HANDOFF",
 	};
-	RelayConfig cfg = {
-		.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS, .max_sessions = MAX_SESSIONS,
-		.max_queued = MAX_QUEUED, .max_pending = MAX_PENDING, .max_bad_frames = MAX_BAD,
-		.max_total_sessions = MAX_TOTAL_SESSIONS, .max_total_half_open = MAX_TOTAL_HALF_OPEN,
-		.timeouts_ms = { 0, 1000, 4000, 500 },
-	};
 	static Fuzz state;
+	static const FuzzRelaySetup setup = {
+		.cfg = {
+			.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS,
+			.max_sessions = MAX_SESSIONS, .max_queued = MAX_QUEUED,
+			.max_pending = MAX_PENDING, .max_bad_frames = MAX_BAD,
+			.max_total_sessions = MAX_TOTAL_SESSIONS,
+			.max_total_half_open = MAX_TOTAL_HALF_OPEN,
+			.timeouts_ms = { 0, 1000, 4000, 500 },
+		},
+		.senders = 2,
+		.send = on_send,
+		.sink = on_event,
+		.userdata = &state,
+	};
 	static uint64_t inputs;
 	Fuzz *f = &state;
 	unsigned steps = 0;
@@ -1188,11 +1196,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f->p = data;
 	f->n = size;
 	f->now = 1000000;
-	f->relay = fuzz_relay_new(&cfg, 2, on_send, f);
+	f->relay = fuzz_relay_begin(&setup);
 	/* Until a SENDERS step says otherwise, the senders write what they
 	 * are handed at once. */
 	relay_driver_set_send_at_once(f->relay, true);
-	relay_add_event_sink(f->relay, on_event, f);
+	/* A relay reset for this input is as new (check-isolation.sh shows
+	 * that no trace of the inputs before it is left). */
+	fuzz_check(relay_session_count(f->relay) == 0, "a reset relay with sessions");
+	check_invariants(f, "the start", true);
+	f->checked_actions = relay_driver_actions(f->relay);
 
 	while (f->n > 0 && steps++ < 4096 && !handed_off) {
 		uint8_t op = u8(f) % OP_COUNT;
@@ -1308,6 +1320,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_invariants(f, "the end", true);
 	while (f->n_clients)
 		model_drop(f, f->clients[0]);
-	fuzz_relay_free(f->relay);
+	fuzz_relay_end(f->relay);
 	return 0;
 }

@@ -48,31 +48,59 @@ void fuzz_env_init(void)
 	atexit(env_cleanup);
 }
 
-Relay *fuzz_relay_new(const RelayConfig *cfg, unsigned senders,
-		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
-		      void *userdata)
+/* The relay of the inputs so far, and the setup it was made from. */
+static Relay *kept;
+static const FuzzRelaySetup *kept_setup;
+
+static void kept_cleanup(void)
+{
+	relay_free(kept);
+	kept = NULL;
+}
+
+static Relay *relay_make(const FuzzRelaySetup *setup)
 {
 	UmadPort *port = NULL;
 	Relay *r = NULL;
 	int e;
 
-	fuzz_env_init();
-	/* The GID table in memory: a port per input, and no sysfs read. */
-	e = umad_port_new_fake_gids("fuzz0", 1, true, fuzz_port_gid, FUZZ_PORT_GIDS, send, userdata,
-				    &port);
+	e = umad_port_new_fake_gids("fuzz0", 1, true, fuzz_port_gid, FUZZ_PORT_GIDS, setup->send,
+				    setup->userdata, &port);
 	if (e < 0)
 		fuzz_fail("umad_port_new_fake_gids: %s", g_strerror(-e));
-	e = relay_driver_new(event, port, cfg, senders, &r);
+	e = relay_driver_new(event, port, &setup->cfg, setup->senders, &r);
 	if (e < 0)
 		fuzz_fail("relay_driver_new: %s", g_strerror(-e));
-	relay_driver_set_time(r, 1000000);
-	/* The same input must give the same wire ids, or a crash that
-	 * depends on one would not reproduce. */
-	relay_driver_seed_wire_ids(r, 1);
+	if (setup->sink)
+		relay_add_event_sink(r, setup->sink, setup->userdata);
 	return r;
 }
 
-void fuzz_relay_free(Relay *r)
+Relay *fuzz_relay_begin(const FuzzRelaySetup *setup)
 {
-	relay_free(r);
+	static bool registered;
+
+	fuzz_env_init();
+	if (!registered) {
+		atexit(kept_cleanup);
+		registered = true;
+	}
+	if (kept && kept_setup != setup)
+		kept_cleanup();
+	if (!kept)
+		kept = relay_make(setup);
+	kept_setup = setup;
+	relay_driver_set_time(kept, 1000000);
+	/* The same input must give the same wire ids, or a crash that
+	 * depends on one would not reproduce. */
+	relay_driver_seed_wire_ids(kept, 1);
+	return kept;
+}
+
+void fuzz_relay_end(Relay *r)
+{
+	if (r != kept)
+		fuzz_fail("fuzz_relay_end() of a relay fuzz_relay_begin() did not give");
+	if (relay_driver_reset(r) < 0)
+		kept_cleanup();
 }

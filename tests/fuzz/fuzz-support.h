@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared by the relay fuzzers (fuzz-frames, fuzz-relay): a relay on a fake
- * umad port with a fixed GID table (in memory: a port is made per input,
- * and nothing is read from sysfs), and a fatal-error helper that aborts
+ * umad port with a fixed GID table, made once per process and reset
+ * between inputs, and a fatal-error helper that aborts
  * with the reason so that libFuzzer (or the replay main) records the
  * input as a crash.
  */
@@ -23,13 +23,30 @@ extern const uint8_t fuzz_port_gid[FUZZ_PORT_GIDS][16];
 /* Once per process: the log's level, the event loop the relays use. */
 void fuzz_env_init(void);
 
-/* A relay on a fresh fake port ("fuzz0" port 1, RoCE) whose sends go to
- * @send, with @senders stand-in senders (relay-driver.h). Aborts on
- * failure: the harness, not the input, is broken then. */
-Relay *fuzz_relay_new(const RelayConfig *cfg, unsigned senders,
-		      int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len),
-		      void *userdata);
-void fuzz_relay_free(Relay *r);
+/* What a fuzzer's relay is made of; the same for every input of a
+ * process (fuzz_relay_begin() keeps the relay it made from it). */
+typedef struct FuzzRelaySetup {
+	RelayConfig cfg;
+	unsigned senders; /* stand-in senders (relay-driver.h) */
+	/* The fake port's writes; @userdata is the send's and the sink's. */
+	int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len);
+	RelayEventFn sink; /* an event sink, or NULL */
+	void *userdata;
+} FuzzRelaySetup;
+
+/*
+ * The relay for one input: on a fake port ("fuzz0" port 1, RoCE, the GIDs
+ * above, in memory: nothing is read from sysfs), at time 1 s, with wire
+ * ids seeded alike for every input. It is the last input's, reset by
+ * fuzz_relay_end() (relay_driver_reset()), or a new one when that could
+ * not reset it. Aborts on failure: the harness, not the input, is broken
+ * then.
+ */
+Relay *fuzz_relay_begin(const FuzzRelaySetup *setup);
+/* The input is done with the relay: reset it for the next one now, so
+ * that the input frees what it allocated (libFuzzer's leak check), or
+ * free it. */
+void fuzz_relay_end(Relay *r);
 
 /* Report a violated property and abort (a crash for libFuzzer). */
 _Noreturn void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
