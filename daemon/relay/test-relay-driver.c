@@ -24,6 +24,8 @@ typedef struct Fixture {
 	unsigned n_sent;
 	struct rdmacm_mux_msg got[64];
 	unsigned n_got;
+	/* The port's GIDs at indexes 1 and 2, and a remote host's. */
+	uint8_t g1[16], g2[16], peer[16];
 } Fixture;
 
 static int capture_send(void *userdata, UmadBuffer *buf, size_t len)
@@ -42,6 +44,11 @@ static void collect(void *userdata, const struct rdmacm_mux_msg *m)
 
 	g_assert_cmpuint(f->n_got, <, G_N_ELEMENTS(f->got));
 	f->got[f->n_got++] = *m;
+}
+
+static void gid(const char *text, uint8_t out[16])
+{
+	g_assert_cmpint(inet_pton(AF_INET6, text, out), ==, 1);
 }
 
 static void fixture_setup(Fixture *f, gconstpointer data)
@@ -70,6 +77,9 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
 	relay_driver_set_send_at_once(f->relay, true);
 	relay_driver_set_time(f->relay, 1000000);
+	gid("::ffff:10.0.1.1", f->g1);
+	gid("::ffff:10.0.1.2", f->g2);
+	gid("::ffff:10.0.2.9", f->peer);
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
@@ -82,11 +92,6 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	sd_event_unref(f->event);
 	g_assert_cmpint(system(cmd), ==, 0);
 	g_free(f->sysfs);
-}
-
-static void gid(const char *text, uint8_t out[16])
-{
-	g_assert_cmpint(inet_pton(AF_INET6, text, out), ==, 1);
 }
 
 static void request(Fixture *f, uint32_t client, uint32_t op, const uint8_t sgid[16],
@@ -118,42 +123,39 @@ static void cm_mad(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t rem
 
 UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test_send_and_route_back)
 {
-	uint8_t g1[16], g2[16], peer[16], mad[256];
+	uint8_t mad[256];
 	uint32_t c1 = relay_driver_add_client(f->relay);
 	uint32_t c2 = relay_driver_add_client(f->relay);
 	UmadBuffer in = { 0 };
 	uint32_t wire;
 	(void)data;
 
-	gid("::ffff:10.0.1.1", g1);
-	gid("::ffff:10.0.1.2", g2);
-	gid("::ffff:10.0.2.9", peer);
-	request(f, c1, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
-	request(f, c2, RDMACM_MUX_OP_CODE_REG, g2, NULL, NULL);
+	request(f, c1, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
+	request(f, c2, RDMACM_MUX_OP_CODE_REG, f->g2, NULL, NULL);
 	g_assert_cmpuint(relay_driver_drain(f->relay, c1, collect, f), ==, 1);
 	g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
 
 	/* REQ from c1: sent from GID index 1, comm id replaced. */
 	cm_mad(mad, 0x10, 7, 0);
-	memcpy(mad + 96, peer, 16);
-	request(f, c1, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	memcpy(mad + 96, f->peer, 16);
+	request(f, c1, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	g_assert_cmpuint(f->n_sent, ==, 1);
 	g_assert_cmpuint(f->sent[0].hdr.addr.gid_index, ==, 1);
-	g_assert_cmpmem(f->sent[0].hdr.addr.gid, 16, peer, 16);
+	g_assert_cmpmem(f->sent[0].hdr.addr.gid, 16, f->peer, 16);
 	wire = get_be32(f->sent[0].mad + 24);
 	g_assert_cmpuint(wire, !=, 7);
 
 	/* The REP for that wire id goes to c1 only, mapped back to 7. */
 	in.hdr.addr.grh_present = 1;
 	in.hdr.addr.gid_index = 1;
-	memcpy(in.hdr.addr.gid, peer, 16);
+	memcpy(in.hdr.addr.gid, f->peer, 16);
 	cm_mad(in.mad, 0x13, 0x99, wire);
 	relay_driver_wire_mad(f->relay, &in, 256);
 	f->n_got = 0;
 	g_assert_cmpuint(relay_driver_drain(f->relay, c1, collect, f), ==, 2);
 	g_assert_cmpuint(f->got[1].hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
 	g_assert_cmpuint(get_be32(f->got[1].umad.mad + 28), ==, 7);
-	g_assert_cmpmem(f->got[1].hdr.sgid.raw, 16, g1, 16);
+	g_assert_cmpmem(f->got[1].hdr.sgid.raw, 16, f->g1, 16);
 	f->n_got = 0;
 	g_assert_cmpuint(relay_driver_drain(f->relay, c2, collect, f), ==, 1); /* its REG */
 	g_assert_null(relay_check_invariants(f->relay));
@@ -161,17 +163,15 @@ UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test
 
 UNIT_FIXTURE_TEST("/relay-driver/quota-and-timers", NULL, fixture_setup, test_quota_and_timers)
 {
-	uint8_t g1[16], peer[16], mad[256];
+	uint8_t mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
 	(void)data;
 
-	gid("::ffff:10.0.1.1", g1);
-	gid("::ffff:10.0.2.9", peer);
-	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
 	for (uint32_t i = 1; i <= 5; i++) {
 		cm_mad(mad, 0x10, i, 0);
-		memcpy(mad + 96, peer, 16);
-		request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+		memcpy(mad + 96, f->peer, 16);
+		request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	}
 	/* Four sessions is the quota: the fifth REQ is refused. */
 	g_assert_cmpuint(f->n_sent, ==, 4);
@@ -225,29 +225,27 @@ UNIT_FIXTURE_TEST("/relay-driver/gid-quota-and-status-packets", NULL, fixture_se
 /* A late, duplicated or reordered RTU must not revive a closed session. */
 UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_setup, test_late_rtu_keeps_session_closing)
 {
-	uint8_t g1[16], peer[16], mad[256];
+	uint8_t mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
 	UmadBuffer in = { 0 };
 	uint32_t wire;
 	(void)data;
 
-	gid("::ffff:10.0.1.1", g1);
-	gid("::ffff:10.0.2.9", peer);
-	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
 	cm_mad(mad, 0x10, 7, 0);
-	memcpy(mad + 96, peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	memcpy(mad + 96, f->peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	wire = get_be32(f->sent[0].mad + 24);
 
 	in.hdr.addr.grh_present = 1;
 	in.hdr.addr.gid_index = 1;
-	memcpy(in.hdr.addr.gid, peer, 16);
+	memcpy(in.hdr.addr.gid, f->peer, 16);
 	cm_mad(in.mad, 0x13, 0x99, wire); /* REP */
 	relay_driver_wire_mad(f->relay, &in, 256);
 	cm_mad(mad, 0x15, 7, 0x99); /* DREQ from our client */
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	cm_mad(mad, 0x14, 7, 0x99); /* its late RTU */
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	cm_mad(in.mad, 0x14, 0x99, wire); /* and one from the wire */
 	relay_driver_wire_mad(f->relay, &in, 256);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
@@ -300,7 +298,7 @@ static uint16_t drain_last_attr(Fixture *f, uint32_t client, unsigned *mads)
 UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_session_timers)
 {
 	const uint64_t t0 = 1000000, hour = 3600ull * 1000000;
-	uint8_t g1[16], peer[16], mad[256];
+	uint8_t mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
 	const RelayCounters *k = relay_counters(f->relay);
 	unsigned mads;
@@ -308,15 +306,13 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	uint64_t t;
 	(void)data;
 
-	gid("::ffff:10.0.1.1", g1);
-	gid("::ffff:10.0.2.9", peer);
-	request(f, c, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
+	request(f, c, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
 	drain_last_attr(f, c, &mads);
 
 	/* A half-open handshake: gone at its timeout, not before. */
 	cm_mad(mad, 0x10, 1, 0);
-	memcpy(mad + 96, peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	memcpy(mad + 96, f->peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
 	relay_driver_set_time(f->relay, t0 + 1000000 - 1);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
@@ -329,13 +325,13 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	t = t0 + 2000000;
 	relay_driver_set_time(f->relay, t);
 	cm_mad(mad, 0x10, 2, 0);
-	memcpy(mad + 96, peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	memcpy(mad + 96, f->peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	wire = get_be32(f->sent[f->n_sent - 1].mad + 24);
-	from_wire(f, peer, 0x13, 0x99, wire); /* REP */
+	from_wire(f, f->peer, 0x13, 0x99, wire); /* REP */
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x13);
 	cm_mad(mad, 0x14, 2, 0x99); /* RTU */
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	t += 10 * hour;
 	relay_driver_set_time(f->relay, t);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
@@ -343,14 +339,14 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 
 	/* A late DREQ finds it; after DREP the closing grace runs, and a
 	 * duplicate DREQ within it is still routed and starts the grace
-	 * again (it covers the peer's retries). */
-	from_wire(f, peer, 0x15, 0x99, wire);
+	 * again (it covers the f->peer's retries). */
+	from_wire(f, f->peer, 0x15, 0x99, wire);
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x15);
 	cm_mad(mad, 0x16, 2, 0x99); /* DREP */
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	relay_driver_set_time(f->relay, t + 1000000);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
-	from_wire(f, peer, 0x15, 0x99, wire);
+	from_wire(f, f->peer, 0x15, 0x99, wire);
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x15);
 	g_assert_cmpuint(mads, ==, 1);
 	relay_driver_set_time(f->relay, t + 3000000 - 1);
@@ -360,7 +356,7 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 	/* Gone: one more DREQ reaches nobody. */
-	from_wire(f, peer, 0x15, 0x99, wire);
+	from_wire(f, f->peer, 0x15, 0x99, wire);
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0);
 	g_assert_cmpuint(k->rx_drop[RX_DROP_NO_SESSION], ==, 1);
 
@@ -368,15 +364,15 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	t += 4000000;
 	relay_driver_set_time(f->relay, t);
 	cm_mad(mad, 0x17, 3, 0);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
 	wire = get_be32(f->sent[f->n_sent - 1].mad + 24);
-	from_wire(f, peer, 0x18, wire, 0);
+	from_wire(f, f->peer, 0x18, wire, 0);
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x18);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 	/* ...or at its timeout without one, not before. */
 	cm_mad(mad, 0x17, 4, 0);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	relay_driver_set_time(f->relay, t + 500000 - 1);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
 	relay_driver_set_time(f->relay, t + 500000);
@@ -400,7 +396,7 @@ static void expect_violation(Fixture *f, const char *what)
 UNIT_FIXTURE_TEST("/relay-driver/invariant-check-finds-corruption", NULL, fixture_setup,
 		  test_invariant_check_finds_corruption)
 {
-	uint8_t g1[16], g2[16], peer[16], mad[256];
+	uint8_t mad[256];
 	uint32_t c1 = relay_driver_add_client(f->relay);
 	uint32_t c2 = relay_driver_add_client(f->relay);
 	Relay *r = f->relay;
@@ -412,22 +408,19 @@ UNIT_FIXTURE_TEST("/relay-driver/invariant-check-finds-corruption", NULL, fixtur
 	uint32_t saved;
 	(void)data;
 
-	gid("::ffff:10.0.1.1", g1);
-	gid("::ffff:10.0.1.2", g2);
-	gid("::ffff:10.0.2.9", peer);
-	request(f, c1, RDMACM_MUX_OP_CODE_REG, g1, NULL, NULL);
-	request(f, c2, RDMACM_MUX_OP_CODE_REG, g2, NULL, NULL);
+	request(f, c1, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
+	request(f, c2, RDMACM_MUX_OP_CODE_REG, f->g2, NULL, NULL);
 	for (uint32_t id = 7; id <= 8; id++) {
 		cm_mad(mad, 0x10, id, 0);
-		memcpy(mad + 96, peer, 16);
-		request(f, c1, RDMACM_MUX_OP_CODE_MAD, g1, mad, peer);
+		memcpy(mad + 96, f->peer, 16);
+		request(f, c1, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	}
-	/* A peer's REQ to c2: a half-open session of c2, the peer's share. */
+	/* A f->peer's REQ to c2: a half-open session of c2, the f->peer's share. */
 	in.hdr.addr.grh_present = 1;
 	in.hdr.addr.gid_index = 2;
-	memcpy(in.hdr.addr.gid, peer, 16);
+	memcpy(in.hdr.addr.gid, f->peer, 16);
 	cm_mad(in.mad, 0x10, 0x55, 0);
-	memcpy(in.mad + 96, g2, 16);
+	memcpy(in.mad + 96, f->g2, 16);
 	relay_driver_wire_mad(r, &in, 256);
 	k1 = relay_client_lookup(r, c1);
 	k2 = relay_client_lookup(r, c2);
@@ -462,13 +455,13 @@ UNIT_FIXTURE_TEST("/relay-driver/invariant-check-finds-corruption", NULL, fixtur
 	expect_violation(f, "a client's half-open count is wrong");
 	remote->flags |= SESSION_F_HALF_OPEN;
 
-	g_hash_table_insert(r->gid_owners, g_memdup2(g1, 16), k2);
+	g_hash_table_insert(r->gid_owners, g_memdup2(f->g1, 16), k2);
 	expect_violation(f, "a GID's owner does not hold it");
-	g_hash_table_insert(r->gid_owners, g_memdup2(g1, 16), k1);
+	g_hash_table_insert(r->gid_owners, g_memdup2(f->g1, 16), k1);
 
-	g_hash_table_remove(r->gid_owners, g2);
+	g_hash_table_remove(r->gid_owners, f->g2);
 	expect_violation(f, "a client lists a GID it does not own");
-	g_hash_table_insert(r->gid_owners, g_memdup2(g2, 16), k2);
+	g_hash_table_insert(r->gid_owners, g_memdup2(f->g2, 16), k2);
 
 	g_hash_table_iter_init(&it, r->half_open_peers);
 	g_assert_true(g_hash_table_iter_next(&it, &key, &value));
