@@ -1166,6 +1166,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		"ADD",	   "REMOVE", "REG",  "UNREG", "MAD",	 "WIRE",    "TIME",    "DRAIN", "RAW",
 		"HELLO",   "STATS",  "FAIL", "RAWWIRE", "FORGE", "SEND", "SENDERS", "HANDOFF",
 	};
+	/* The steps that take a client (by position) and nothing more. */
+	static void (*const client_steps[OP_COUNT])(Fuzz *f, MClient *c) = {
+		[OP_MAD] = step_mad, [OP_DRAIN] = drain, [OP_RAW] = step_raw,
+		[OP_STATS] = step_stats,
+	};
 	static Fuzz state;
 	static const FuzzRelaySetup setup = {
 		.cfg = {
@@ -1243,9 +1248,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case OP_MAD:
+		case OP_DRAIN:
+		case OP_RAW:
+		case OP_STATS:
 			c = pick_client(f, u8(f));
 			if (c)
-				step_mad(f, c);
+				client_steps[op](f, c);
 			break;
 		case OP_WIRE:
 		case OP_RAWWIRE:
@@ -1263,16 +1271,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(void)relay_driver_run_timers(f->relay);
 			break;
 		}
-		case OP_DRAIN:
-			c = pick_client(f, u8(f));
-			if (c)
-				drain(f, c);
-			break;
-		case OP_RAW:
-			c = pick_client(f, u8(f));
-			if (c)
-				step_raw(f, c);
-			break;
 		case OP_HELLO: {
 			uint8_t s = u8(f);
 
@@ -1281,11 +1279,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				step_hello(f, c, u8(f));
 			break;
 		}
-		case OP_STATS:
-			c = pick_client(f, u8(f));
-			if (c)
-				step_stats(f, c);
-			break;
 		case OP_SEND: {
 			uint8_t i = u8(f), how = u8(f);
 
