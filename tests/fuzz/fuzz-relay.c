@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stateful fuzzer of the whole relay (daemon/relay/relay-driver.h). The input is
- * a program; each step is one event, and after every step the relay's own
- * invariants (relay_check_invariants) and this harness's model must hold.
+ * a program; each step is one event, and after every step that acted on the
+ * relay (an ADD refused at the client limit does not) the relay's own
+ * invariants (relay_check_invariants_cheap(), and the whole
+ * relay_check_invariants() every 16th time, at the start and at the end)
+ * and this harness's model must hold. The relay is the process's, reset
+ * between inputs (fuzz-support.h); check-isolation.sh shows that an input
+ * runs the same alone and after others.
  *
  * Program (a byte that runs out reads as 0):
  *   op % 17:
