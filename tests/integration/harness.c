@@ -686,6 +686,67 @@ int32_t raw_request(int fd, struct rdmacm_mux_msg *m)
 	return resp.hdr.err_code;
 }
 
+/* ---- raw clients that act as QEMU does ---- */
+
+void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
+{
+	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
+	m->umad_len = 256;
+	m->umad.hdr.addr.qpn = htonl(1);
+	m->umad.hdr.addr.grh_present = 1;
+	m->umad.hdr.addr.hop_limit = 0xff;
+	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
+	memcpy(m->umad.mad, mad, 256);
+}
+
+void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
+{
+	struct rdmacm_mux_msg m;
+
+	qemu_frame(&m, own, mad);
+	g_assert_cmpint(raw_request(fd, &m), ==, 0);
+}
+
+void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr, struct rdmacm_mux_msg *m)
+{
+	g_assert_cmpint(raw_recv(fd, m, 5000), ==, 0);
+	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
+	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
+	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
+	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
+}
+
+void qemu_pairs_open(QemuPairs *p, unsigned n)
+{
+	g_assert_cmpuint(n, <=, QEMU_PAIRS_MAX);
+	p->db = daemon_start(p->fabric, "simB", NULL);
+	for (p->n = 0; p->n < n; p->n++) {
+		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%u", p->n + 1);
+		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%u", p->n + 1);
+		g_autofree char *name = g_strdup_printf("b%u", p->n);
+		struct rdmacm_mux_msg m;
+
+		gid_parse(qg, p->qgid[p->n]);
+		p->q[p->n] = raw_connect(p->da);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, p->qgid[p->n]);
+		g_assert_cmpint(raw_request(p->q[p->n], &m), ==, 0);
+		p->b[p->n] = vm_new(p->db, bg, name);
+	}
+}
+
+void qemu_pairs_free(QemuPairs *p)
+{
+	for (unsigned i = 0; i < p->n; i++) {
+		if (p->q[i] >= 0)
+			close(p->q[i]);
+		vm_free(p->b[i]);
+	}
+	daemon_free(p->da);
+	if (p->sup)
+		supervisor_free(p->sup);
+	hosts_free(p->fabric, NULL, p->db, NULL, 0);
+}
+
 int daemon_client_fd(const Daemon *d, unsigned client_id)
 {
 	g_autofree char *out = daemon_output(d);

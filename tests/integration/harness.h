@@ -155,6 +155,40 @@ void raw_frame(struct rdmacm_mux_msg *m, uint32_t op, const uint8_t sgid[IB_GID_
 /* REG over a raw socket, QEMU style: write, then one blocking read. */
 int32_t raw_request(int fd, struct rdmacm_mux_msg *m);
 
+/* ---- raw clients that act as QEMU does ---- */
+
+/* A MAD frame as QEMU builds it: its own GID @own in hdr.sgid and in
+ * addr.gid (with a GRH, hop limit 255), QP1, 256 bytes of @mad. */
+void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN], const uint8_t mad[256]);
+/* Send it as QEMU does: write, then wait for the answer, which must be 0. */
+void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256]);
+/* Assert the next frame @fd reads (within 5 s) is an inbound MAD @attr
+ * for @own; return it in *m. -EPIPE here means the client lost its
+ * connection to the daemon. */
+void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr, struct rdmacm_mux_msg *m);
+/*
+ * Raw QEMU clients and their peers on the two-hosts fabric, the hosts of
+ * the restart tests: daemon A (simA, the caller starts it, under
+ * supervisor @sup or not) serves client i, which registered
+ * ::ffff:10.0.1.(i+1) over its socket q[i]; daemon B (simB) serves its
+ * peer b[i], a VM with ::ffff:10.0.2.(i+1).
+ */
+#define QEMU_PAIRS_MAX 8 /* the two-hosts fabric has 8 client GIDs a side */
+typedef struct QemuPairs {
+	Fabric *fabric;
+	Supervisor *sup; /* NULL: A runs without one */
+	Daemon *da, *db;
+	unsigned n;
+	int q[QEMU_PAIRS_MAX]; /* < 0: closed by the test */
+	uint8_t qgid[QEMU_PAIRS_MAX][IB_GID_LEN];
+	Vm *b[QEMU_PAIRS_MAX];
+} QemuPairs;
+
+/* Start daemon B on @p->fabric and @n pairs between @p->da and B. */
+void qemu_pairs_open(QemuPairs *p, unsigned n);
+/* Free all @p holds: the pairs, both daemons, the supervisor, the fabric. */
+void qemu_pairs_free(QemuPairs *p);
+
 /* A GID from its text form, or abort. */
 void gid_parse(const char *text, uint8_t gid[IB_GID_LEN]);
 

@@ -36,12 +36,7 @@
 #define GUARD_STARTS 3 /* RELAY_HANDOFF_GUARD_STARTS */
 
 typedef struct Fixture {
-	Fabric *fabric;
-	Supervisor *sup;
-	Daemon *da, *db;
-	int q[N_Q];
-	uint8_t qgid[N_Q][IB_GID_LEN];
-	Vm *b[N_Q];
+	QemuPairs p; /* A's raw QEMU clients q[i], their peers b[i] on B */
 	uint64_t tid;
 } Fixture;
 
@@ -50,99 +45,19 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	/* A send to a GID no port has waits this long for its address. */
 	const char *const fabric[] = { "--preset", "two-hosts", "--unreachable-delay-ms", "30000",
 				       NULL };
-	struct rdmacm_mux_msg m;
 
 	(void)data;
-	f->fabric = fabric_new_args(fabric);
-	f->sup = supervisor_new(f->fabric);
-	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	for (int i = 0; i < N_Q; i++) {
-		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
-		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
-		g_autofree char *name = g_strdup_printf("b%d", i);
-
-		gid_parse(qg, f->qgid[i]);
-		f->q[i] = raw_connect(f->da);
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
-		f->b[i] = vm_new(f->db, bg, name);
-	}
+	f->p.fabric = fabric_new_args(fabric);
+	f->p.sup = supervisor_new(f->p.fabric);
+	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", NULL);
+	qemu_pairs_open(&f->p, N_Q);
 	f->tid = 0xc000;
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	for (int i = 0; i < N_Q; i++) {
-		if (f->q[i] >= 0)
-			close(f->q[i]);
-		vm_free(f->b[i]);
-	}
-	daemon_free(f->da);
-	supervisor_free(f->sup);
-	hosts_free(f->fabric, NULL, f->db, NULL, 0);
-}
-
-static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
-		       const uint8_t mad[256])
-{
-	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
-	m->umad_len = 256;
-	m->umad.hdr.addr.qpn = htonl(1);
-	m->umad.hdr.addr.grh_present = 1;
-	m->umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
-	memcpy(m->umad.mad, mad, 256);
-}
-
-static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
-{
-	struct rdmacm_mux_msg m;
-
-	qemu_frame(&m, own, mad);
-	g_assert_cmpint(raw_request(fd, &m), ==, 0);
-}
-
-/* The sum of the samples of metric @name on @d's metrics page (all its
- * labels), or -1 without one. */
-static int64_t metric(const Daemon *d, const char *name)
-{
-	char *argv[] = { (char *)harness_env_bin("RDMACM_MUXCTL_BIN"), (char *)"--socket",
-			 d->socket, (char *)"metrics", NULL };
-	g_autofree char *out = NULL;
-	g_auto(GStrv) lines = NULL;
-	int status;
-
-	if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
-			  &status, NULL) ||
-	    !g_spawn_check_wait_status(status, NULL))
-		return -1;
-	lines = g_strsplit(out, "\n", -1);
-	int64_t sum = -1;
-
-	for (char **l = lines; *l; l++) {
-		const char *value = strrchr(*l, ' ');
-
-		if (!g_str_has_prefix(*l, name) || !value ||
-		    ((*l)[strlen(name)] != ' ' && (*l)[strlen(name)] != '{'))
-			continue;
-		sum = MAX(sum, 0) + g_ascii_strtoll(value + 1, NULL, 10);
-	}
-	return sum;
-}
-
-/* Wait up to @ms until metric @name of @d is @want. */
-static bool wait_metric(const Daemon *d, const char *name, int64_t want, int ms)
-{
-	gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
-
-	do {
-		if (metric(d, name) == want)
-			return true;
-		g_usleep(20000);
-	} while (g_get_monotonic_time() < end);
-	return false;
+	qemu_pairs_free(&f->p);
 }
 
 /* Wait up to @ms until the store holds @n fds named @prefix*. */
@@ -158,23 +73,13 @@ static bool wait_for_stored(Supervisor *s, const char *prefix, unsigned n, int m
 	return false;
 }
 
-static unsigned count_in_output(const Daemon *d, const char *needle)
-{
-	g_autofree char *out = daemon_output(d);
-	unsigned n = 0;
-
-	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
 static void kill_and_restart(Fixture *f)
 {
-	unsigned ready = supervisor_ready_count(f->sup);
+	unsigned ready = supervisor_ready_count(f->p.sup);
 
-	daemon_kill(f->da);
-	daemon_restart(f->da);
-	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	daemon_kill(f->p.da);
+	daemon_restart(f->p.da);
+	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
 }
 
 /*
@@ -197,25 +102,25 @@ UNIT_FIXTURE_TEST("/crash/owed-answers", NULL, fixture_setup, test_owed_answers)
 		uint8_t nowhere[IB_GID_LEN];
 
 		gid_parse(text, nowhere);
-		mad_build_req(mad, 0x900u + (uint32_t)i, f->qgid[i], nowhere, ++f->tid);
-		qemu_frame(&m, f->qgid[i], mad);
+		mad_build_req(mad, 0x900u + (uint32_t)i, f->p.qgid[i], nowhere, ++f->tid);
+		qemu_frame(&m, f->p.qgid[i], mad);
 		m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-		g_assert_cmpint(write(f->q[i], &m, sizeof(m)), ==, (ssize_t)sizeof(m));
+		g_assert_cmpint(write(f->p.q[i], &m, sizeof(m)), ==, (ssize_t)sizeof(m));
 	}
 	/* Every send waits in a sender: nobody has an answer. */
-	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", N_Q, 5000));
+	daemon_wait_metric(f->p.da, "rdmacm_mux_sender_queued_mads", NULL, N_Q);
 	for (int i = 0; i < N_Q; i++)
-		g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -ETIMEDOUT);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 0), ==, -ETIMEDOUT);
 
 	kill_and_restart(f);
 	t0 = g_get_monotonic_time();
 	/* A peer's MAD for client 0 right away: it must come after the
 	 * answer, which QEMU reads first. */
-	mad_build_req(mad, 0x77, f->b[0]->gid, f->qgid[0], ++f->tid);
-	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], mad), ==, 0);
+	mad_build_req(mad, 0x77, f->p.b[0]->gid, f->p.qgid[0], ++f->tid);
+	g_assert_cmpint(vm_send(f->p.b[0], f->p.qgid[0], mad), ==, 0);
 	for (int i = 0; i < N_Q; i++) {
 		/* On time: long before the 30 s the stalled send takes. */
-		g_assert_cmpint(raw_recv(f->q[i], &m, 5000), ==, 0);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 5000), ==, 0);
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 		g_assert_cmpint(m.hdr.err_code, ==, -EAGAIN);
@@ -223,27 +128,27 @@ UNIT_FIXTURE_TEST("/crash/owed-answers", NULL, fixture_setup, test_owed_answers)
 		g_assert_cmpuint(mad_local(m.umad.mad), ==, 0x900u + (uint32_t)i);
 	}
 	g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_owed_answered_total"), ==, N_Q);
+	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_handoff_owed_answered_total", NULL), ==, N_Q);
 	/* Then the peer's REQ, routed as ever. */
-	g_assert_cmpint(raw_recv(f->q[0], &m, 5000), ==, 0);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 5000), ==, 0);
 	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REQ);
 	wire = mad_local(m.umad.mad);
 	/* Exactly one answer each: the next request gets the next answer. */
 	for (int i = 0; i < N_Q; i++) {
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
-		g_assert_cmpint(raw_recv(f->q[i], &m, i == 0 ? 300 : 0), ==, -ETIMEDOUT);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->p.qgid[i]);
+		g_assert_cmpint(raw_request(f->p.q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, i == 0 ? 300 : 0), ==, -ETIMEDOUT);
 	}
 	/* And the client goes on: it answers the peer's REQ. */
 	mad_build(mad, CM_REP, 0x55, wire, ++f->tid);
-	qemu_send(f->q[0], f->qgid[0], mad);
-	vm_expect(f->b[0], CM_REP, &in);
+	qemu_send(f->p.q[0], f->p.qgid[0], mad);
+	vm_expect(f->p.b[0], CM_REP, &in);
 	mad_build(rtu.umad.mad, CM_RTU, 0x77, mad_local(in.mad), ++f->tid);
-	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], rtu.umad.mad), ==, 0);
-	g_assert_cmpint(raw_recv(f->q[0], &m, 5000), ==, 0);
+	g_assert_cmpint(vm_send(f->p.b[0], f->p.qgid[0], rtu.umad.mad), ==, 0);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 5000), ==, 0);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_RTU);
-	g_assert_cmpuint(count_in_output(f->da, "answered Resource temporarily unavailable now"),
+	g_assert_cmpuint(daemon_output_count(f->p.da, "answered Resource temporarily unavailable now"),
 			 ==, N_Q);
 }
 
@@ -267,28 +172,28 @@ UNIT_FIXTURE_TEST("/crash/buffered-requests", NULL, fixture_setup, test_buffered
 		uint8_t nowhere[IB_GID_LEN], mad[256];
 
 		gid_parse(text, nowhere);
-		mad_build_req(mad, 0x300 + i, f->qgid[0], nowhere, ++f->tid);
-		qemu_frame(&frames[i], f->qgid[0], mad);
+		mad_build_req(mad, 0x300 + i, f->p.qgid[0], nowhere, ++f->tid);
+		qemu_frame(&frames[i], f->p.qgid[0], mad);
 	}
-	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
-	g_assert_true(wait_metric(f->da, "rdmacm_mux_sender_queued_mads", SLOW, HARNESS_WAIT_MS));
-	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
+	g_assert_cmpint(write(f->p.q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	daemon_wait_metric(f->p.da, "rdmacm_mux_sender_queued_mads", NULL, SLOW);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 0), ==, -ETIMEDOUT);
 
 	kill_and_restart(f);
 	for (unsigned i = 0; i < N; i++) {
-		if (raw_recv(f->q[0], &m, HARNESS_WAIT_MS) != 0)
+		if (raw_recv(f->p.q[0], &m, HARNESS_WAIT_MS) != 0)
 			g_error("answer %u of %u did not come; the daemon said:\n%s", i + 1, N,
-				daemon_output(f->da));
+				daemon_output(f->p.da));
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 		g_assert_cmpint(m.hdr.err_code, ==, -EAGAIN);
 		g_assert_cmpuint(mad_local(m.umad.mad), ==, 0x300u + i);
 	}
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_owed_answered_total"), ==, N);
+	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_handoff_owed_answered_total", NULL), ==, N);
 	/* Exactly once: the next request gets the next answer. */
-	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[0]);
-	g_assert_cmpint(raw_request(f->q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
-	g_assert_cmpint(raw_recv(f->q[0], &m, 300), ==, -ETIMEDOUT);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->p.qgid[0]);
+	g_assert_cmpint(raw_request(f->p.q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 300), ==, -ETIMEDOUT);
 }
 
 /* Client i holds an established session with its peer. */
@@ -298,16 +203,16 @@ static void establish(Fixture *f, int i, uint32_t comm)
 	struct rdmacm_mux_msg m;
 	uint8_t mad[256];
 
-	mad_build_req(mad, comm, f->qgid[i], f->b[i]->gid, ++f->tid);
-	qemu_send(f->q[i], f->qgid[i], mad);
-	vm_expect(f->b[i], CM_REQ, &in);
+	mad_build_req(mad, comm, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
+	qemu_send(f->p.q[i], f->p.qgid[i], mad);
+	vm_expect(f->p.b[i], CM_REQ, &in);
 	mad_build(mad, CM_REP, comm + 0x100, mad_local(in.mad), ++f->tid);
-	g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
-	g_assert_cmpint(raw_recv(f->q[i], &m, 5000), ==, 0);
+	g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
+	g_assert_cmpint(raw_recv(f->p.q[i], &m, 5000), ==, 0);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REP);
 	mad_build(mad, CM_RTU, comm, mad_local(m.umad.mad), ++f->tid);
-	qemu_send(f->q[i], f->qgid[i], mad);
-	vm_expect(f->b[i], CM_RTU, &in);
+	qemu_send(f->p.q[i], f->p.qgid[i], mad);
+	vm_expect(f->p.b[i], CM_RTU, &in);
 }
 
 UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)
@@ -320,24 +225,24 @@ UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)
 	/* The first starts in a crash loop keep everything. */
 	for (int k = 0; k < GUARD_STARTS; k++) {
 		kill_and_restart(f);
-		g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, N_Q);
+		g_assert_cmpfloat(daemon_metric_sum(f->p.da, "rdmacm_mux_sessions", NULL), ==, N_Q);
 	}
 	/* The next drops the sessions: the clients and their GIDs stay. */
 	kill_and_restart(f);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, 0);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_clients"), ==, N_Q);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_guard_trips_total"), ==, 1);
-	g_assert_cmpuint(count_in_output(f->da, "to end a crash loop"), ==, 1);
+	g_assert_cmpfloat(daemon_metric_sum(f->p.da, "rdmacm_mux_sessions", NULL), ==, 0);
+	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_clients", NULL), ==, N_Q);
+	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_handoff_guard_trips_total", NULL), ==, 1);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "to end a crash loop"), ==, 1);
 	for (int i = 0; i < N_Q; i++) {
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->p.qgid[i]);
+		g_assert_cmpint(raw_request(f->p.q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
 	}
 	/* A new session, then a crash: a start that relayed a MAD settled, so
 	 * the next start keeps what it is given. */
 	establish(f, 0, 0xb00);
 	kill_and_restart(f);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_sessions"), ==, 1);
-	g_assert_cmpint(metric(f->da, "rdmacm_mux_handoff_guard_trips_total"), ==, 1);
+	g_assert_cmpfloat(daemon_metric_sum(f->p.da, "rdmacm_mux_sessions", NULL), ==, 1);
+	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_handoff_guard_trips_total", NULL), ==, 1);
 }
 
 UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fails)
@@ -345,33 +250,33 @@ UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fai
 	g_autofree char *moved = NULL;
 	struct rdmacm_mux_msg m;
 	GPtrArray *argv = g_ptr_array_new();
-	unsigned ready = supervisor_ready_count(f->sup);
+	unsigned ready = supervisor_ready_count(f->p.sup);
 	int fd;
 	(void)data;
 
 	/* The same daemon, now closing connections that register no GID
 	 * within 500 ms (a planned restart keeps the clients). */
-	for (char **a = f->da->argv; *a; a++)
+	for (char **a = f->p.da->argv; *a; a++)
 		g_ptr_array_add(argv, *a);
 	g_ptr_array_add(argv, g_strdup("--register-timeout"));
 	g_ptr_array_add(argv, g_strdup("500"));
 	g_ptr_array_add(argv, NULL);
-	g_free(f->da->argv);
-	f->da->argv = (char **)g_ptr_array_free(argv, FALSE);
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	daemon_restart(f->da);
-	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	g_free(f->p.da->argv);
+	f->p.da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	daemon_restart(f->p.da);
+	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
 
 	/* The supervisor's socket goes away: FDSTOREREMOVE fails from now on,
 	 * and the store keeps its copy of every client's socket. */
-	fd = raw_connect(f->da);
-	g_assert_true(wait_for_stored(f->sup, "client.", N_Q + 1, 5000));
-	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
-	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
+	fd = raw_connect(f->p.da);
+	g_assert_true(wait_for_stored(f->p.sup, "client.", N_Q + 1, 5000));
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->p.sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->p.sup), moved), ==, 0);
 	/* The daemon drops the silent connection: it must see the end. */
 	g_assert_cmpint(raw_recv(fd, &m, 5000), ==, -EPIPE);
-	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
-	g_assert_cmpuint(count_in_output(f->da, "cannot take its socket out of the fd store"), ==, 1);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->p.sup)), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "cannot take its socket out of the fd store"), ==, 1);
 	close(fd);
 }
 
@@ -395,46 +300,46 @@ UNIT_FIXTURE_TEST("/fd-store/remove-fails-at-restore", NULL, fixture_setup,
 	unsigned n_ended = 0;
 	(void)data;
 
-	for (char **a = f->da->argv; *a; a++)
+	for (char **a = f->p.da->argv; *a; a++)
 		g_ptr_array_add(argv, *a);
 	g_ptr_array_add(argv, g_strdup("--max-clients"));
 	g_ptr_array_add(argv, g_strdup_printf("%d", N_Q - 1));
 	g_ptr_array_add(argv, g_strdup("--max-clients-per-uid"));
 	g_ptr_array_add(argv, g_strdup("1"));
 	g_ptr_array_add(argv, NULL);
-	g_free(f->da->argv);
-	f->da->argv = (char **)g_ptr_array_free(argv, FALSE);
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, N_Q);
-	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
-	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
-	daemon_restart_unwaited(f->da);
+	g_free(f->p.da->argv);
+	f->p.da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, N_Q);
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->p.sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->p.sup), moved), ==, 0);
+	daemon_restart_unwaited(f->p.da);
 
 	/* Two connections end, the second and the third; nothing else comes. */
 	for (int i = 0; i < N_Q; i++)
-		p[i] = (struct pollfd){ .fd = f->q[i], .events = POLLIN };
+		p[i] = (struct pollfd){ .fd = f->p.q[i], .events = POLLIN };
 	while (n_ended < N_Q - 1 && g_get_monotonic_time() < end) {
 		g_assert_cmpint(poll(p, N_Q, 100), >=, 0);
 		for (int i = 0; i < N_Q; i++)
 			if (p[i].revents && !ended[i]) {
 				g_assert_cmpint(i, !=, 0);
-				g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -EPIPE);
+				g_assert_cmpint(raw_recv(f->p.q[i], &m, 0), ==, -EPIPE);
 				ended[i] = true;
 				n_ended++;
 				p[i].fd = -1;
 			}
 	}
 	g_assert_cmpuint(n_ended, ==, N_Q - 1);
-	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
-	g_assert_cmpuint(count_in_output(f->da, "cannot take it out of the fd store"), ==, N_Q - 1);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->p.sup)), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "cannot take it out of the fd store"), ==, N_Q - 1);
 	/* The first is served. */
 	{
 		uint8_t gid[IB_GID_LEN];
 
-		memcpy(gid, f->qgid[0], IB_GID_LEN);
+		memcpy(gid, f->p.qgid[0], IB_GID_LEN);
 		gid[IB_GID_LEN - 1] += 100;
 		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, gid);
-		g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
+		g_assert_cmpint(raw_request(f->p.q[0], &m), ==, 0);
 	}
 }
 
@@ -448,14 +353,14 @@ UNIT_FIXTURE_TEST("/fd-store/umad-remove-fails", NULL, fixture_setup, test_umad_
 	g_autofree char *moved = NULL;
 	(void)data;
 
-	g_assert_cmpuint(supervisor_stored(f->sup, "umad."), ==, 1);
-	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->sup));
-	g_assert_cmpint(rename(supervisor_notify_path(f->sup), moved), ==, 0);
-	g_assert_cmpint(kill(f->da->pid, SIGINT), ==, 0);
-	g_assert_cmpint(daemon_wait_exit(f->da, 20000), ==, 0);
-	g_assert_cmpint(rename(moved, supervisor_notify_path(f->sup)), ==, 0);
-	g_assert_cmpuint(count_in_output(f->da, "out of the fd store"), ==, 1);
-	g_assert_cmpuint(count_in_output(f->da, "cannot take umad.1.0.simA out of the fd store"),
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "umad."), ==, 1);
+	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->p.sup));
+	g_assert_cmpint(rename(supervisor_notify_path(f->p.sup), moved), ==, 0);
+	g_assert_cmpint(kill(f->p.da->pid, SIGINT), ==, 0);
+	g_assert_cmpint(daemon_wait_exit(f->p.da, 20000), ==, 0);
+	g_assert_cmpint(rename(moved, supervisor_notify_path(f->p.sup)), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "out of the fd store"), ==, 1);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "cannot take umad.1.0.simA out of the fd store"),
 			 ==, 1);
 }
 

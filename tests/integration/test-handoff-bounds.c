@@ -29,55 +29,35 @@
 #include "unit-test.h"
 
 typedef struct Fixture {
-	Fabric *fabric;
-	Supervisor *sup;
-	Daemon *da, *db;
-	int q;		      /* a raw QEMU-protocol client of da */
-	uint8_t qgid[IB_GID_LEN];
-	Vm *b;		      /* its peer, a client of db */
+	QemuPairs p; /* one raw QEMU client of A, q[0], its peer b[0] on B */
 	uint32_t tid;
 } Fixture;
 
 /* @data: extra options for da, or NULL. */
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	struct rdmacm_mux_msg m;
-
-	f->fabric = fabric_new("two-hosts");
-	f->sup = supervisor_new(f->fabric);
-	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", data);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	gid_parse("::ffff:10.0.1.1", f->qgid);
-	f->q = raw_connect(f->da);
-	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid);
-	g_assert_cmpint(raw_request(f->q, &m), ==, 0);
-	f->b = vm_new(f->db, "::ffff:10.0.2.1", "b");
+	f->p.fabric = fabric_new("two-hosts");
+	f->p.sup = supervisor_new(f->p.fabric);
+	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", data);
+	qemu_pairs_open(&f->p, 1);
 	f->tid = 0x7000;
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	if (f->q >= 0)
-		close(f->q);
-	vm_free(f->b);
-	daemon_free(f->da);
-	supervisor_free(f->sup);
-	hosts_free(f->fabric, NULL, f->db, NULL, 0);
+	qemu_pairs_free(&f->p);
 }
 
-/* A REQ from q to b as QEMU sends it (its own GID in addr.gid). */
+/* A REQ from q to b as QEMU sends it, without waiting for the answer. */
 static void qemu_req(Fixture *f, uint32_t comm_id)
 {
 	struct rdmacm_mux_msg m;
+	uint8_t mad[256];
 
-	raw_frame(&m, RDMACM_MUX_OP_CODE_MAD, f->qgid);
-	m.umad_len = 256;
-	m.umad.hdr.addr.qpn = htonl(1);
-	m.umad.hdr.addr.grh_present = 1;
-	memcpy(m.umad.hdr.addr.gid, f->qgid, IB_GID_LEN);
-	mad_build_req(m.umad.mad, comm_id, f->qgid, f->b->gid, ++f->tid);
-	raw_send(f->q, &m);
+	mad_build_req(mad, comm_id, f->p.qgid[0], f->p.b[0]->gid, ++f->tid);
+	qemu_frame(&m, f->p.qgid[0], mad);
+	raw_send(f->p.q[0], &m);
 }
 
 /* The next frame q reads within @timeout_ms is the answer to a MAD. */
@@ -85,7 +65,7 @@ static int32_t qemu_answer(Fixture *f, int timeout_ms)
 {
 	struct rdmacm_mux_msg m;
 
-	g_assert_cmpint(raw_recv(f->q, &m, timeout_ms), ==, 0);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, timeout_ms), ==, 0);
 	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 	g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 	return m.hdr.err_code;
@@ -136,16 +116,6 @@ static void wait_status(const Daemon *d, const char *object, const char *key, lo
 	g_error("status %s.%s is %ld, not %ld", object, key, now, want);
 }
 
-static unsigned count_in_output(const Daemon *d, const char *needle)
-{
-	g_autofree char *out = daemon_output(d);
-	unsigned n = 0;
-
-	for (const char *p = out; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
-}
-
 /*
  * A sender stalled for 30 s delays a SIGTERM hand-off by the stop's bound,
  * not by the stall: the daemon is gone long before the stall would end,
@@ -156,43 +126,43 @@ static unsigned count_in_output(const Daemon *d, const char *needle)
 UNIT_FIXTURE_TEST("/handoff-bounds/stalled-sender", NULL, fixture_setup, test_stalled_sender)
 {
 	const char *const stall[] = { "simA", "1", "30000", NULL };
-	g_autofree char *claimed = g_build_filename(f->fabric->dir, "fabric",
+	g_autofree char *claimed = g_build_filename(f->p.fabric->dir, "fabric",
 						    "stall-send.simA.1.1", NULL);
 	struct rdmacm_mux_inbound in;
 	gint64 t0, took;
 	(void)data;
 
-	fabric_cli(f->fabric, "stall-send", stall);
+	fabric_cli(f->p.fabric, "stall-send", stall);
 	/* A first MAD to b goes to a sender, whose write takes the stall. */
 	qemu_req(f, 0x10);
 	g_assert_true(wait_file(claimed, 10000));
 	t0 = g_get_monotonic_time();
-	g_assert_cmpint(kill(f->da->pid, SIGTERM), ==, 0);
+	g_assert_cmpint(kill(f->p.da->pid, SIGTERM), ==, 0);
 	g_assert_cmpint(qemu_answer(f, 20000), ==, -ETIMEDOUT);
-	g_assert_cmpint(daemon_wait_exit(f->da, 20000), ==, 0);
+	g_assert_cmpint(daemon_wait_exit(f->p.da, 20000), ==, 0);
 	took = g_get_monotonic_time() - t0;
 	g_test_message("the hand-off took %" G_GINT64_FORMAT " ms with a write stalled for 30 s",
 		       took / 1000);
 	/* Not the stall's 30 s (a generous bound: the machine is noisy; the
 	 * figure above is the measurement). */
 	g_assert_cmpint(took, <, 15 * G_USEC_PER_SEC);
-	g_assert_cmpuint(count_in_output(f->da, "did not finish within 600 ms of the stop"), ==, 1);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "did not finish within 600 ms of the stop"), ==, 1);
 
 	/* The successor takes the client over; the REQ sent again goes out. */
-	daemon_restart(f->da);
+	daemon_restart(f->p.da);
 	qemu_req(f, 0x10);
 	g_assert_cmpint(qemu_answer(f, 10000), ==, 0);
-	vm_expect(f->b, CM_REQ, &in);
+	vm_expect(f->p.b[0], CM_REQ, &in);
 	g_assert_cmpuint(mad_local(in.mad), !=, 0);
 
 	/* The same hand-off with no write in flight, for the figure. */
 	t0 = g_get_monotonic_time();
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
 	g_test_message("the same hand-off with no write in flight took %" G_GINT64_FORMAT
 		       " ms: the stalled write cost %" G_GINT64_FORMAT " ms",
 		       (g_get_monotonic_time() - t0) / 1000,
 		       (took - (g_get_monotonic_time() - t0)) / 1000);
-	daemon_restart(f->da);
+	daemon_restart(f->p.da);
 }
 
 /*
@@ -207,27 +177,27 @@ static const char *const deadline_options[] = { "--send-timeout", "1000", "--unr
 UNIT_FIXTURE_TEST("/handoff-bounds/deadline", deadline_options, fixture_setup, test_deadline)
 {
 	const char *const stall[] = { "simA", "1", "30000", NULL };
-	g_autofree char *claimed = g_build_filename(f->fabric->dir, "fabric",
+	g_autofree char *claimed = g_build_filename(f->p.fabric->dir, "fabric",
 						    "stall-send.simA.1.1", NULL);
-	g_autoptr(GArray) before = daemon_children(f->da);
+	g_autoptr(GArray) before = daemon_children(f->p.da);
 	g_autoptr(GArray) after = NULL;
-	Vm *b2 = vm_new(f->db, "::ffff:10.0.2.2", "b2");
+	Vm *b2 = vm_new(f->p.db, "::ffff:10.0.2.2", "b2");
 	struct rdmacm_mux_inbound in;
 	uint8_t mad[256];
-	Vm *a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
+	Vm *a2 = vm_new(f->p.da, "::ffff:10.0.1.2", "a2");
 	(void)data;
 
-	fabric_cli(f->fabric, "stall-send", stall);
+	fabric_cli(f->p.fabric, "stall-send", stall);
 	qemu_req(f, 0x20);
 	g_assert_true(wait_file(claimed, 10000));
 	g_assert_cmpint(qemu_answer(f, 20000), ==, -ETIMEDOUT);
-	g_assert_cmpint(status_number(f->da, "senders", "timeouts"), ==, 1);
-	wait_status(f->da, "senders", "live", 8, 10000);
-	g_assert_cmpuint(count_in_output(f->da, "did not finish in 1000 ms"), ==, 1);
+	g_assert_cmpint(status_number(f->p.da, "senders", "timeouts"), ==, 1);
+	wait_status(f->p.da, "senders", "live", 8, 10000);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "did not finish in 1000 ms"), ==, 1);
 	/* The stuck process is reaped: eight children again, one new. */
 	for (gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;; g_usleep(20000)) {
 		g_clear_pointer(&after, g_array_unref);
-		after = daemon_children(f->da);
+		after = daemon_children(f->p.da);
 		if (after->len == 8 || g_get_monotonic_time() > end)
 			break;
 	}
@@ -265,29 +235,29 @@ UNIT_FIXTURE_TEST("/handoff-bounds/senders-cannot-start", NULL, fixture_setup,
 {
 	const char *const fail[] = { "simA", "1", "ENOMEM", NULL };
 	const char *const heal[] = { "simA", "1", "0", NULL };
-	g_autoptr(GArray) kids = daemon_children(f->da);
+	g_autoptr(GArray) kids = daemon_children(f->p.da);
 	struct rdmacm_mux_inbound in;
 	(void)data;
 
-	fabric_cli(f->fabric, "fail-register", fail);
+	fabric_cli(f->p.fabric, "fail-register", fail);
 	for (guint i = 0; i < kids->len; i++)
 		g_assert_cmpint(kill(g_array_index(kids, int, i), SIGKILL), ==, 0);
-	wait_status(f->da, "senders", "live", 0, 10000);
-	g_assert_cmpint(status_number(f->da, "senders", "wanted"), ==, 8);
-	g_assert_cmpint(status_number(f->da, "senders", "start_failures"), >=, 1);
+	wait_status(f->p.da, "senders", "live", 0, 10000);
+	g_assert_cmpint(status_number(f->p.da, "senders", "wanted"), ==, 8);
+	g_assert_cmpint(status_number(f->p.da, "senders", "start_failures"), >=, 1);
 	/* Between tries nothing is on its way: EAGAIN, not a wait. */
-	wait_status(f->da, "senders", "starting", 0, 10000);
+	wait_status(f->p.da, "senders", "starting", 0, 10000);
 	qemu_req(f, 0x30);
 	g_assert_cmpint(qemu_answer(f, 5000), ==, -EAGAIN);
-	g_assert_cmpuint(count_in_output(f->da, "a sender process cannot start"), ==, 1);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "a sender process cannot start"), ==, 1);
 
-	fabric_cli(f->fabric, "fail-register", heal);
-	wait_status(f->da, "senders", "live", 8, 60000);
-	g_assert_cmpuint(count_in_output(f->da, "sender processes start again"), ==, 1);
-	g_assert_cmpuint(count_in_output(f->da, "a sender process cannot start"), ==, 1);
+	fabric_cli(f->p.fabric, "fail-register", heal);
+	wait_status(f->p.da, "senders", "live", 8, 60000);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "sender processes start again"), ==, 1);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "a sender process cannot start"), ==, 1);
 	qemu_req(f, 0x31);
 	g_assert_cmpint(qemu_answer(f, 5000), ==, 0);
-	vm_expect(f->b, CM_REQ, &in);
+	vm_expect(f->p.b[0], CM_REQ, &in);
 }
 
 /*
@@ -301,23 +271,23 @@ static void gap_req_arrives(Fixture *f, int sig)
 	struct rdmacm_mux_msg m;
 	uint8_t mad[256];
 
-	g_assert_cmpuint(supervisor_stored(f->sup, "umad."), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "umad."), ==, 1);
 	if (sig == SIGKILL)
-		daemon_kill(f->da);
+		daemon_kill(f->p.da);
 	else
-		g_assert_cmpint(daemon_stop(f->da), ==, 0);
+		g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
 	/* The gap: b's REQ to q goes out (B's sender wrote it). */
-	mad_build_req(mad, 0x40, f->b->gid, f->qgid, ++f->tid);
-	g_assert_cmpint(vm_send(f->b, f->qgid, mad), ==, 0);
-	daemon_restart(f->da);
-	g_assert_cmpint(raw_recv(f->q, &m, 10000), ==, 0);
+	mad_build_req(mad, 0x40, f->p.b[0]->gid, f->p.qgid[0], ++f->tid);
+	g_assert_cmpint(vm_send(f->p.b[0], f->p.qgid[0], mad), ==, 0);
+	daemon_restart(f->p.da);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 10000), ==, 0);
 	g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
 	g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REQ);
-	g_assert_cmpmem(m.hdr.sgid.raw, IB_GID_LEN, f->qgid, IB_GID_LEN);
-	g_assert_cmpmem(m.umad.hdr.addr.gid, IB_GID_LEN, f->b->gid, IB_GID_LEN);
-	g_assert_cmpuint(count_in_output(f->da, "took over the CM agent"), ==, 1);
-	g_assert_cmpuint(supervisor_stored(f->sup, "umad."), ==, 1);
+	g_assert_cmpmem(m.hdr.sgid.raw, IB_GID_LEN, f->p.qgid[0], IB_GID_LEN);
+	g_assert_cmpmem(m.umad.hdr.addr.gid, IB_GID_LEN, f->p.b[0]->gid, IB_GID_LEN);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "took over the CM agent"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "umad."), ==, 1);
 }
 
 UNIT_FIXTURE_TEST("/handoff-bounds/umad-fd-kept/sigterm", NULL, fixture_setup,
@@ -343,14 +313,14 @@ UNIT_FIXTURE_TEST("/handoff-bounds/umad-fd-kept/sighup", NULL, fixture_setup,
 	uint8_t mad[256];
 	(void)data;
 
-	g_assert_cmpint(kill(f->da->pid, SIGHUP), ==, 0);
+	g_assert_cmpint(kill(f->p.da->pid, SIGHUP), ==, 0);
 	for (gint64 end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
-	     count_in_output(f->da, "serving simA port 1") < 2; g_usleep(10000))
+	     daemon_output_count(f->p.da, "serving simA port 1") < 2; g_usleep(10000))
 		g_assert_cmpint(g_get_monotonic_time(), <, end);
-	g_assert_cmpuint(count_in_output(f->da, "took over the CM agent"), ==, 1);
-	mad_build_req(mad, 0x50, f->b->gid, f->qgid, ++f->tid);
-	g_assert_cmpint(vm_send(f->b, f->qgid, mad), ==, 0);
-	g_assert_cmpint(raw_recv(f->q, &m, 10000), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "took over the CM agent"), ==, 1);
+	mad_build_req(mad, 0x50, f->p.b[0]->gid, f->p.qgid[0], ++f->tid);
+	g_assert_cmpint(vm_send(f->p.b[0], f->p.qgid[0], mad), ==, 0);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 10000), ==, 0);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REQ);
 }
 

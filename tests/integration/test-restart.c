@@ -25,12 +25,7 @@
 #define ROUNDS 10
 
 typedef struct Fixture {
-	Fabric *fabric;
-	Supervisor *sup;
-	Daemon *da, *db;
-	int q[PAIRS];	      /* raw QEMU clients on da */
-	uint8_t qgid[PAIRS][IB_GID_LEN];
-	Vm *b[PAIRS];	      /* their peers on db */
+	QemuPairs p; /* A's raw QEMU clients q[i], their peers b[i] on B */
 	uint32_t tid;
 	unsigned sighups;
 } Fixture;
@@ -42,89 +37,21 @@ static const char *const held_opts[] = { "--send-timeout", "60000", NULL };
 /* @data non-NULL: no supervisor (a host without systemd). */
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	struct rdmacm_mux_msg m;
-
-	f->fabric = fabric_new("two-hosts");
+	f->p.fabric = fabric_new("two-hosts");
 	if (!data) {
-		f->sup = supervisor_new(f->fabric);
-		f->da = daemon_start_supervised(f->sup, f->fabric, "simA", NULL);
+		f->p.sup = supervisor_new(f->p.fabric);
+		f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", NULL);
 	} else {
-		f->da = daemon_start(f->fabric, "simA", held_opts);
+		f->p.da = daemon_start(f->p.fabric, "simA", held_opts);
 	}
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	for (int i = 0; i < PAIRS; i++) {
-		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
-		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
-		g_autofree char *name = g_strdup_printf("b%d", i);
-
-		gid_parse(qg, f->qgid[i]);
-		f->q[i] = raw_connect(f->da);
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
-		f->b[i] = vm_new(f->db, bg, name);
-	}
+	qemu_pairs_open(&f->p, PAIRS);
 	f->tid = 0xa000;
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	for (int i = 0; i < PAIRS; i++) {
-		if (f->q[i] >= 0)
-			close(f->q[i]);
-		vm_free(f->b[i]);
-	}
-	daemon_free(f->da);
-	if (f->sup)
-		supervisor_free(f->sup);
-	hosts_free(f->fabric, NULL, f->db, NULL, 0);
-}
-
-/* A MAD frame as QEMU builds it (its own GID in addr.gid). */
-static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
-		       const uint8_t mad[256])
-{
-	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
-	m->umad_len = 256;
-	m->umad.hdr.addr.qpn = htonl(1);
-	m->umad.hdr.addr.grh_present = 1;
-	m->umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
-	memcpy(m->umad.mad, mad, 256);
-}
-
-/* Send it as QEMU does: write, then wait for the answer. */
-static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
-{
-	struct rdmacm_mux_msg m;
-
-	qemu_frame(&m, own, mad);
-	g_assert_cmpint(raw_request(fd, &m), ==, 0);
-}
-
-/* The next frame a raw client gets is an inbound MAD @attr for @own. */
-static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
-			struct rdmacm_mux_msg *m)
-{
-	int e = raw_recv(fd, m, 5000);
-
-	/* -EPIPE here is the failure this test is about: the client lost
-	 * its connection to the daemon. */
-	g_assert_cmpint(e, ==, 0);
-	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
-	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
-	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
-	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
-}
-
-static unsigned count_in_output(const Daemon *d, const char *needle)
-{
-	g_autofree char *out = daemon_output(d);
-	unsigned n = 0;
-
-	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
+	qemu_pairs_free(&f->p);
 }
 
 /* Stop or kill the daemon, and start it again from the store; or have it
@@ -132,13 +59,13 @@ static unsigned count_in_output(const Daemon *d, const char *needle)
 static void bounce(Fixture *f, int sig)
 {
 	if (sig == SIGHUP) {
-		unsigned before = count_in_output(f->da, "serving simA port 1");
-		GPid pid = f->da->pid;
+		unsigned before = daemon_output_count(f->p.da, "serving simA port 1");
+		GPid pid = f->p.da->pid;
 		int i;
 
 		/* Every other time through the admin tool, as an operator would. */
 		if (++f->sighups % 2) {
-			g_autofree char *ctl = g_strdup_printf("%s.ctl", f->da->socket);
+			g_autofree char *ctl = g_strdup_printf("%s.ctl", f->p.da->socket);
 			g_autofree char *out = NULL;
 			const char *argv[] = { harness_env_bin("RDMACM_MUXCTL_BIN"), "--socket", ctl,
 					       "restart", NULL };
@@ -151,16 +78,16 @@ static void bounce(Fixture *f, int sig)
 		} else {
 			g_assert_cmpint(kill(pid, SIGHUP), ==, 0);
 		}
-		for (i = 0; i < 500 && count_in_output(f->da, "serving simA port 1") == before; i++)
+		for (i = 0; i < 500 && daemon_output_count(f->p.da, "serving simA port 1") == before; i++)
 			g_usleep(10000);
 		g_assert_cmpint(i, <, 500);
 		/* The same process, a new image. */
-		g_assert_cmpint(f->da->pid, ==, pid);
+		g_assert_cmpint(f->p.da->pid, ==, pid);
 		g_assert_cmpint(kill(pid, 0), ==, 0);
 		/* The old image's senders were reaped before the exec: its
 		 * children are the new image's eight senders, no zombie. */
 		for (i = 0; i < 500; i++) {
-			g_autoptr(GArray) kids = daemon_children(f->da);
+			g_autoptr(GArray) kids = daemon_children(f->p.da);
 			unsigned running = 0;
 
 			for (guint k = 0; k < kids->len; k++)
@@ -173,10 +100,10 @@ static void bounce(Fixture *f, int sig)
 		return;
 	}
 	if (sig == SIGKILL)
-		daemon_kill(f->da);
+		daemon_kill(f->p.da);
 	else
-		g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	daemon_restart(f->da);
+		g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	daemon_restart(f->p.da);
 }
 
 /*
@@ -196,44 +123,44 @@ static void restart_during_handshakes(Fixture *f, int sig)
 		uint32_t base = 0x1000u * (uint32_t)(round + 1);
 
 		for (int i = 0; i < PAIRS; i++) {
-			mad_build_req(mad, base + (uint32_t)i, f->qgid[i], f->b[i]->gid, ++f->tid);
-			qemu_send(f->q[i], f->qgid[i], mad);
-			vm_expect(f->b[i], CM_REQ, &in);
-			g_assert_cmpmem(in.addr.gid, IB_GID_LEN, f->qgid[i], IB_GID_LEN);
+			mad_build_req(mad, base + (uint32_t)i, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
+			qemu_send(f->p.q[i], f->p.qgid[i], mad);
+			vm_expect(f->p.b[i], CM_REQ, &in);
+			g_assert_cmpmem(in.addr.gid, IB_GID_LEN, f->p.qgid[i], IB_GID_LEN);
 			wq[i] = mad_local(in.mad);
 		}
 		bounce(f, sig);
 		for (int i = 0; i < PAIRS; i++) {
 			mad_build(mad, CM_REP, 0x500u + (uint32_t)i, wq[i], ++f->tid);
-			g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
-			qemu_expect(f->q[i], f->qgid[i], CM_REP, &m);
+			g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
+			qemu_expect(f->p.q[i], f->p.qgid[i], CM_REP, &m);
 			/* The session crossed the restart: the REP carries the
 			 * client's own comm id, and only this client got it. */
 			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 			wp[i] = mad_local(m.umad.mad);
 			mad_build(mad, CM_RTU, base + (uint32_t)i, wp[i], ++f->tid);
-			qemu_send(f->q[i], f->qgid[i], mad);
-			vm_expect(f->b[i], CM_RTU, &in);
+			qemu_send(f->p.q[i], f->p.qgid[i], mad);
+			vm_expect(f->p.b[i], CM_RTU, &in);
 			g_assert_cmpuint(mad_remote(in.mad), ==, 0x500u + (uint32_t)i);
 		}
 		bounce(f, sig);
 		for (int i = 0; i < PAIRS; i++) {
 			mad_build(mad, CM_DREQ, 0x500u + (uint32_t)i, wq[i], ++f->tid);
-			g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
-			qemu_expect(f->q[i], f->qgid[i], CM_DREQ, &m);
+			g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
+			qemu_expect(f->p.q[i], f->p.qgid[i], CM_DREQ, &m);
 			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 			mad_build(mad, CM_DREP, base + (uint32_t)i, wp[i], ++f->tid);
-			qemu_send(f->q[i], f->qgid[i], mad);
-			vm_expect(f->b[i], CM_DREP, &in);
+			qemu_send(f->p.q[i], f->p.qgid[i], mad);
+			vm_expect(f->p.b[i], CM_DREP, &in);
 		}
 		/* Nothing is left behind: one stored socket per client, and the
 		 * daemon's fd count does not grow from round to round. */
-		if (f->sup)
-			g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
+		if (f->p.sup)
+			g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, PAIRS);
 		if (round == 0)
-			fds_first = daemon_open_fds(f->da);
+			fds_first = daemon_open_fds(f->p.da);
 		else
-			g_assert_cmpuint(daemon_open_fds(f->da), ==, fds_first);
+			g_assert_cmpuint(daemon_open_fds(f->p.da), ==, fds_first);
 	}
 	/* No MAD came twice, and none went astray: daemon B relayed each
 	 * of the test's MADs once, both ways, and both daemons have written
@@ -242,21 +169,21 @@ static void restart_during_handshakes(Fixture *f, int sig)
 		static const char *const attrs[] = { "REQ", "REP", "RTU", "DREQ", "DREP" };
 		static const bool from_b[] = { false, true, false, true, false };
 
-		g_assert_cmpfloat(daemon_metric(f->db, "rdmacm_mux_mads_total",
+		g_assert_cmpfloat(daemon_metric(f->p.db, "rdmacm_mux_mads_total",
 						LABELS("attribute", attrs[i], "direction",
 						       from_b[i] ? "tx" : "rx")),
 				  ==, ROUNDS * PAIRS);
-		g_assert_cmpfloat(daemon_metric(f->db, "rdmacm_mux_mads_total",
+		g_assert_cmpfloat(daemon_metric(f->p.db, "rdmacm_mux_mads_total",
 						LABELS("attribute", attrs[i], "direction",
 						       from_b[i] ? "rx" : "tx")),
 				  ==, 0);
 	}
-	g_assert_cmpfloat(daemon_metric_sum(f->db, "rdmacm_mux_rx_dropped_total", NULL), ==, 0);
-	daemon_wait_metric(f->da, "rdmacm_mux_client_queued_frames", NULL, 0);
-	daemon_wait_metric(f->db, "rdmacm_mux_client_queued_frames", NULL, 0);
+	g_assert_cmpfloat(daemon_metric_sum(f->p.db, "rdmacm_mux_rx_dropped_total", NULL), ==, 0);
+	daemon_wait_metric(f->p.da, "rdmacm_mux_client_queued_frames", NULL, 0);
+	daemon_wait_metric(f->p.db, "rdmacm_mux_client_queued_frames", NULL, 0);
 	for (int i = 0; i < PAIRS; i++) {
-		g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -ETIMEDOUT);
-		vm_expect_empty(f->b[i]);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 0), ==, -ETIMEDOUT);
+		vm_expect_empty(f->p.b[i]);
 	}
 }
 
@@ -286,16 +213,16 @@ UNIT_FIXTURE_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_mea
 	struct rdmacm_mux_msg m;
 	(void)data;
 
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
 	/* Held by the store, the clients still see no EOF: the daemon has
 	 * exited, so without the store's copies EOF would be there now. */
-	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, PAIRS);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, PAIRS);
 	for (int i = 0; i < PAIRS; i++)
-		g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -ETIMEDOUT);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 0), ==, -ETIMEDOUT);
 	/* ...until the store goes. */
-	supervisor_clear(f->sup);
+	supervisor_clear(f->p.sup);
 	for (int i = 0; i < PAIRS; i++)
-		g_assert_cmpint(raw_recv(f->q[i], &m, 2000), ==, -EPIPE);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 2000), ==, -EPIPE);
 }
 
 /*
@@ -311,15 +238,15 @@ UNIT_FIXTURE_TEST("/restart/other-version-refused", NULL, fixture_setup, test_ot
 	int fd;
 	(void)data;
 
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	fd = supervisor_stored_fd(f->sup, "state");
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	fd = supervisor_stored_fd(f->p.sup, "state");
 	g_assert_cmpint(fd, >=, 0);
 	g_assert_cmpint(pwrite(fd, &version, sizeof(version), 8), ==, (ssize_t)sizeof(version));
-	daemon_restart(f->da);
+	daemon_restart(f->p.da);
 	for (int i = 0; i < PAIRS; i++)
-		g_assert_cmpint(raw_recv(f->q[i], &m, 2000), ==, -EPIPE);
-	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, 0);
-	out = daemon_output(f->da);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 2000), ==, -EPIPE);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, 0);
+	out = daemon_output(f->p.da);
 	g_assert_nonnull(strstr(out, "this daemon reads version"));
 }
 
@@ -335,7 +262,7 @@ UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", "no supervisor", fixtur
 {
 	enum { N = 12, SLOW = 2 };
 	struct rdmacm_mux_msg frames[N], m;
-	unsigned serving = daemon_output_count(f->da, "serving simA port 1");
+	unsigned serving = daemon_output_count(f->p.da, "serving simA port 1");
 	(void)data;
 
 	for (unsigned i = 0; i < N; i++) {
@@ -343,32 +270,32 @@ UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", "no supervisor", fixtur
 		uint8_t nowhere[IB_GID_LEN], mad[256];
 
 		gid_parse(text, nowhere);
-		mad_build_req(mad, 0x300 + i, f->qgid[0], nowhere, ++f->tid);
-		qemu_frame(&frames[i], f->qgid[0], mad);
+		mad_build_req(mad, 0x300 + i, f->p.qgid[0], nowhere, ++f->tid);
+		qemu_frame(&frames[i], f->p.qgid[0], mad);
 	}
 	/* The writes to nowhere stall until the test releases them. One
 	 * write of twelve frames: the daemon takes all of it in at once. */
-	fabric_hold_unreachable(f->fabric, true);
-	g_assert_cmpint(write(f->q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
-	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, SLOW);
-	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
+	fabric_hold_unreachable(f->p.fabric, true);
+	g_assert_cmpint(write(f->p.q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	daemon_wait_metric(f->p.da, "rdmacm_mux_sender_queued_mads", NULL, SLOW);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 0), ==, -ETIMEDOUT);
 	/* SIGHUP: the daemon stops its senders, gives the two writes a
 	 * moment, and answers them -ETIMEDOUT as they still wait (the test
 	 * holds them); the ten it never handled -EAGAIN. */
-	g_assert_cmpint(kill(f->da->pid, SIGHUP), ==, 0);
-	daemon_wait_output(f->da, "serving simA port 1", serving + 1);
+	g_assert_cmpint(kill(f->p.da->pid, SIGHUP), ==, 0);
+	daemon_wait_output(f->p.da, "serving simA port 1", serving + 1);
 	/* The two writes' answers, the kernel's error; then the ten the old
 	 * image never handled, EAGAIN (send it again), in the order sent. */
 	for (unsigned i = 0; i < N; i++) {
-		g_assert_cmpint(raw_recv(f->q[0], &m, HARNESS_WAIT_MS), ==, 0);
+		g_assert_cmpint(raw_recv(f->p.q[0], &m, HARNESS_WAIT_MS), ==, 0);
 		g_assert_cmpuint(m.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 		g_assert_cmpuint(m.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 		g_assert_cmpint(m.hdr.err_code, ==, i < SLOW ? -ETIMEDOUT : -EAGAIN);
 	}
-	daemon_wait_metric(f->da, "rdmacm_mux_client_queued_frames", NULL, 0);
-	g_assert_cmpint(raw_recv(f->q[0], &m, 0), ==, -ETIMEDOUT);
-	g_assert_cmpuint(count_in_output(f->da, "answered EAGAIN, to be sent again"), ==, 1);
-	fabric_hold_unreachable(f->fabric, false);
+	daemon_wait_metric(f->p.da, "rdmacm_mux_client_queued_frames", NULL, 0);
+	g_assert_cmpint(raw_recv(f->p.q[0], &m, 0), ==, -ETIMEDOUT);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "answered EAGAIN, to be sent again"), ==, 1);
+	fabric_hold_unreachable(f->p.fabric, false);
 }
 
 /* What each of @pid's fds is (their /proc links), counted: target -> n. */
@@ -412,20 +339,20 @@ UNIT_FIXTURE_TEST("/restart/sighup-fails-cleanly", "no supervisor", fixture_setu
 	int max, max_after;
 	(void)data;
 
-	before = fd_targets(f->da->pid, &max);
-	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, NULL, &old), ==, 0);
+	before = fd_targets(f->p.da->pid, &max);
+	g_assert_cmpint(prlimit(f->p.da->pid, RLIMIT_NOFILE, NULL, &old), ==, 0);
 	/* Room for the state's two memfds and a look at /proc/self/fd above
 	 * every fd open now, and for a few of the 13 copies: not for all. */
 	low = old;
 	low.rlim_cur = (rlim_t)max + 6;
-	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &low, NULL), ==, 0);
-	g_assert_cmpint(kill(f->da->pid, SIGHUP), ==, 0);
-	for (int i = 0; i < 2000 && !daemon_output_count(f->da, "cannot re-execute: "); i++)
+	g_assert_cmpint(prlimit(f->p.da->pid, RLIMIT_NOFILE, &low, NULL), ==, 0);
+	g_assert_cmpint(kill(f->p.da->pid, SIGHUP), ==, 0);
+	for (int i = 0; i < 2000 && !daemon_output_count(f->p.da, "cannot re-execute: "); i++)
 		g_usleep(10000);
-	g_assert_cmpuint(daemon_output_count(f->da, "cannot re-execute: "), ==, 1);
-	g_assert_cmpint(prlimit(f->da->pid, RLIMIT_NOFILE, &old, NULL), ==, 0);
-	g_assert_true(pid_running(f->da->pid));
-	after = fd_targets(f->da->pid, &max_after);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "cannot re-execute: "), ==, 1);
+	g_assert_cmpint(prlimit(f->p.da->pid, RLIMIT_NOFILE, &old, NULL), ==, 0);
+	g_assert_true(pid_running(f->p.da->pid));
+	after = fd_targets(f->p.da->pid, &max_after);
 	g_hash_table_iter_init(&it, before);
 	while (g_hash_table_iter_next(&it, &target, &n)) {
 		guint now = GPOINTER_TO_UINT(g_hash_table_lookup(after, target));
@@ -435,10 +362,10 @@ UNIT_FIXTURE_TEST("/restart/sighup-fails-cleanly", "no supervisor", fixture_setu
 				(const char *)target, now, GPOINTER_TO_UINT(n));
 	}
 	/* Still serving its clients. */
-	memcpy(gid, f->qgid[0], IB_GID_LEN);
+	memcpy(gid, f->p.qgid[0], IB_GID_LEN);
 	gid[IB_GID_LEN - 1] += 100;
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, gid);
-	g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
+	g_assert_cmpint(raw_request(f->p.q[0], &m), ==, 0);
 }
 
 UNIT_TEST_MAIN()

@@ -31,12 +31,7 @@
 #define GOLDEN_VM_GID "::ffff:10.0.1.5" /* the one GID of the golden files' VM */
 
 typedef struct Fixture {
-	Fabric *fabric;
-	Supervisor *sup;
-	Daemon *da, *db;
-	int q[N_Q]; /* raw QEMU clients on da */
-	uint8_t qgid[N_Q][IB_GID_LEN];
-	Vm *b[N_Q]; /* their peers on db */
+	QemuPairs p; /* A's raw QEMU clients q[i], their peers b[i] on B */
 	uint64_t tid;
 	/* The sessions a round started: wire ids the peers saw, and the
 	 * peers' own comm ids. */
@@ -92,26 +87,13 @@ static void fixture_start(Fixture *f, const char *kind, const char *const *extra
 {
 	const char *head = harness_env_bin("RDMACM_MUX_BIN");
 	g_autofree char *saved = g_strdup(head);
-	struct rdmacm_mux_msg m;
-
-	f->fabric = fabric_new("two-hosts");
-	f->sup = supervisor_new(f->fabric);
+	f->p.fabric = fabric_new("two-hosts");
+	f->p.sup = supervisor_new(f->p.fabric);
 	/* The harness starts RDMACM_MUX_BIN. */
 	g_setenv("RDMACM_MUX_BIN", daemon_binary(kind), TRUE);
-	f->da = daemon_start_supervised(f->sup, f->fabric, "simA", extra);
+	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", extra);
 	g_setenv("RDMACM_MUX_BIN", saved, TRUE);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	for (int i = 0; i < N_Q; i++) {
-		g_autofree char *qg = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
-		g_autofree char *bg = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
-		g_autofree char *name = g_strdup_printf("b%d", i);
-
-		gid_parse(qg, f->qgid[i]);
-		f->q[i] = raw_connect(f->da);
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, 0);
-		f->b[i] = vm_new(f->db, bg, name);
-	}
+	qemu_pairs_open(&f->p, N_Q);
 	f->tid = 0xb000;
 }
 
@@ -130,49 +112,7 @@ static void fixture_setup_head(Fixture *f, gconstpointer data)
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	for (int i = 0; i < N_Q; i++) {
-		if (f->q[i] >= 0)
-			close(f->q[i]);
-		vm_free(f->b[i]);
-	}
-	daemon_free(f->da);
-	supervisor_free(f->sup);
-	hosts_free(f->fabric, NULL, f->db, NULL, 0);
-}
-
-/* A MAD frame as QEMU builds it (its own GID in addr.gid). */
-static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
-		       const uint8_t mad[256])
-{
-	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
-	m->umad_len = 256;
-	m->umad.hdr.addr.qpn = htonl(1);
-	m->umad.hdr.addr.grh_present = 1;
-	m->umad.hdr.addr.hop_limit = 0xff;
-	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
-	memcpy(m->umad.mad, mad, 256);
-}
-
-/* Send it as QEMU does: write, then wait for the answer. */
-static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
-{
-	struct rdmacm_mux_msg m;
-
-	qemu_frame(&m, own, mad);
-	g_assert_cmpint(raw_request(fd, &m), ==, 0);
-}
-
-/* The next frame a raw client gets is an inbound MAD @attr for @own. */
-static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
-			struct rdmacm_mux_msg *m)
-{
-	/* -EPIPE here is the failure this test is about: the client lost its
-	 * connection to the daemon. */
-	g_assert_cmpint(raw_recv(fd, m, 5000), ==, 0);
-	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
-	g_assert_cmpuint(m->hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
-	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
-	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
+	qemu_pairs_free(&f->p);
 }
 
 /*
@@ -187,25 +127,25 @@ static void start_sessions(Fixture *f, uint32_t base)
 
 	f->base = base;
 	for (int i = 0; i < N_Q; i++) {
-		mad_build_req(mad, base + (uint32_t)i, f->qgid[i], f->b[i]->gid, ++f->tid);
-		qemu_send(f->q[i], f->qgid[i], mad);
-		vm_expect(f->b[i], CM_REQ, &in);
+		mad_build_req(mad, base + (uint32_t)i, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
+		qemu_send(f->p.q[i], f->p.qgid[i], mad);
+		vm_expect(f->p.b[i], CM_REQ, &in);
 		f->wire[i] = mad_local(in.mad);
 		f->peer[i] = base + 0x100u + (uint32_t)i;
 		if (i == 0)
 			continue;
 		mad_build(mad, CM_REP, f->peer[i], f->wire[i], ++f->tid);
-		g_assert_cmpint(vm_send(f->b[i], f->qgid[i], mad), ==, 0);
-		qemu_expect(f->q[i], f->qgid[i], CM_REP, &m);
+		g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
+		qemu_expect(f->p.q[i], f->p.qgid[i], CM_REP, &m);
 		g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 		f->seen[i] = mad_local(m.umad.mad);
 		mad_build(mad, CM_RTU, base + (uint32_t)i, f->seen[i], ++f->tid);
-		qemu_send(f->q[i], f->qgid[i], mad);
-		vm_expect(f->b[i], CM_RTU, &in);
+		qemu_send(f->p.q[i], f->p.qgid[i], mad);
+		vm_expect(f->p.b[i], CM_RTU, &in);
 	}
 	mad_build(mad, CM_DREQ, base + 2, f->seen[2], ++f->tid);
-	qemu_send(f->q[2], f->qgid[2], mad);
-	vm_expect(f->b[2], CM_DREQ, &in);
+	qemu_send(f->p.q[2], f->p.qgid[2], mad);
+	vm_expect(f->p.b[2], CM_DREQ, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, f->peer[2]);
 }
 
@@ -219,25 +159,25 @@ static void finish_sessions(Fixture *f)
 
 	/* Half-open: the REP comes, the client answers RTU. */
 	mad_build(mad, CM_REP, f->peer[0], f->wire[0], ++f->tid);
-	g_assert_cmpint(vm_send(f->b[0], f->qgid[0], mad), ==, 0);
-	qemu_expect(f->q[0], f->qgid[0], CM_REP, &m);
+	g_assert_cmpint(vm_send(f->p.b[0], f->p.qgid[0], mad), ==, 0);
+	qemu_expect(f->p.q[0], f->p.qgid[0], CM_REP, &m);
 	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base);
 	mad_build(mad, CM_RTU, f->base, mad_local(m.umad.mad), ++f->tid);
-	qemu_send(f->q[0], f->qgid[0], mad);
-	vm_expect(f->b[0], CM_RTU, &in);
+	qemu_send(f->p.q[0], f->p.qgid[0], mad);
+	vm_expect(f->p.b[0], CM_RTU, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, f->peer[0]);
 	/* Established: the peer closes it. */
 	mad_build(mad, CM_DREQ, f->peer[1], f->wire[1], ++f->tid);
-	g_assert_cmpint(vm_send(f->b[1], f->qgid[1], mad), ==, 0);
-	qemu_expect(f->q[1], f->qgid[1], CM_DREQ, &m);
+	g_assert_cmpint(vm_send(f->p.b[1], f->p.qgid[1], mad), ==, 0);
+	qemu_expect(f->p.q[1], f->p.qgid[1], CM_DREQ, &m);
 	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base + 1);
 	mad_build(mad, CM_DREP, f->base + 1, f->seen[1], ++f->tid);
-	qemu_send(f->q[1], f->qgid[1], mad);
-	vm_expect(f->b[1], CM_DREP, &in);
+	qemu_send(f->p.q[1], f->p.qgid[1], mad);
+	vm_expect(f->p.b[1], CM_DREP, &in);
 	/* Closing: the DREP it waited for comes. */
 	mad_build(mad, CM_DREP, f->peer[2], f->wire[2], ++f->tid);
-	g_assert_cmpint(vm_send(f->b[2], f->qgid[2], mad), ==, 0);
-	qemu_expect(f->q[2], f->qgid[2], CM_DREP, &m);
+	g_assert_cmpint(vm_send(f->p.b[2], f->p.qgid[2], mad), ==, 0);
+	qemu_expect(f->p.q[2], f->p.qgid[2], CM_DREP, &m);
 	g_assert_cmpuint(mad_remote(m.umad.mad), ==, f->base + 2);
 }
 
@@ -248,39 +188,29 @@ static void check_gids_kept(Fixture *f)
 	struct rdmacm_mux_msg m;
 
 	for (int i = 0; i < N_Q; i++) {
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->qgid[i]);
-		g_assert_cmpint(raw_request(f->q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, f->p.qgid[i]);
+		g_assert_cmpint(raw_request(f->p.q[i], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
 	}
-}
-
-static unsigned count_in_output(const Daemon *d, const char *needle)
-{
-	g_autofree char *out = daemon_output(d);
-	unsigned n = 0;
-
-	for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
 }
 
 /* Replace da's binary by @kind's with @sig: SIGTERM a planned hand-off,
  * SIGKILL a crash. */
 static void switch_version(Fixture *f, const char *kind, int sig)
 {
-	unsigned ready = supervisor_ready_count(f->sup);
+	unsigned ready = supervisor_ready_count(f->p.sup);
 
-	daemon_set_binary(f->da, daemon_binary(kind));
+	daemon_set_binary(f->p.da, daemon_binary(kind));
 	if (sig == SIGKILL)
-		daemon_kill(f->da);
+		daemon_kill(f->p.da);
 	else
-		g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	daemon_restart(f->da);
-	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+		g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	daemon_restart(f->p.da);
+	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
 	/* What the store keeps is the new version's: one state, one table,
 	 * nothing staged left behind, every client's socket. */
-	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
-	g_assert_cmpuint(supervisor_stored(f->sup, "sessions"), ==, 1);
-	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, N_Q);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "state"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "sessions"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, N_Q);
 }
 
 /* One version change in the middle of three handshakes. */
@@ -290,8 +220,8 @@ static void round_across(Fixture *f, const char *kind, int sig, uint32_t base)
 	switch_version(f, kind, sig);
 	check_gids_kept(f);
 	finish_sessions(f);
-	g_assert_cmpuint(count_in_output(f->da, "disconnecting"), ==, 0);
-	g_assert_cmpuint(count_in_output(f->da, "starting clean"), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "disconnecting"), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "starting clean"), ==, 0);
 }
 
 static void upgrade_chain(Fixture *f, int sig)
@@ -299,29 +229,29 @@ static void upgrade_chain(Fixture *f, int sig)
 	round_across(f, "head", sig, 0x1000);
 	round_across(f, "future", sig, 0x2000);
 	round_across(f, "head", sig, 0x3000);
-	g_assert_cmpuint(count_in_output(f->da, "took over the state rdmacm-mux 0.1.0 (raw layout) left"), ==,
+	g_assert_cmpuint(daemon_output_count(f->p.da, "took over the state rdmacm-mux 0.1.0 (raw layout) left"), ==,
 			 1);
 	/* Both ways the format was converted: a newer minor's memfd is not
 	 * this build's to use in place. */
-	g_assert_cmpuint(count_in_output(f->da, "converted into this version's format"), ==, 3);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "converted into this version's format"), ==, 3);
 	/* Nothing was dropped on the way, and nothing came twice: daemon B
 	 * relayed each MAD of the three rounds once each way (per round 8
 	 * from the QEMU clients, 5 from their peers) and dropped none, and
 	 * with nothing queued in either daemon the clients' sockets hold all
 	 * they will get. */
-	g_assert_cmpuint(count_in_output(f->da, "not taken over"), ==, 0);
-	g_assert_cmpfloat(daemon_metric_sum(f->db, "rdmacm_mux_mads_total", LABELS("direction", "rx")),
+	g_assert_cmpuint(daemon_output_count(f->p.da, "not taken over"), ==, 0);
+	g_assert_cmpfloat(daemon_metric_sum(f->p.db, "rdmacm_mux_mads_total", LABELS("direction", "rx")),
 			  ==, 3 * 8);
-	g_assert_cmpfloat(daemon_metric_sum(f->db, "rdmacm_mux_mads_total", LABELS("direction", "tx")),
+	g_assert_cmpfloat(daemon_metric_sum(f->p.db, "rdmacm_mux_mads_total", LABELS("direction", "tx")),
 			  ==, 3 * 5);
-	g_assert_cmpfloat(daemon_metric_sum(f->db, "rdmacm_mux_rx_dropped_total", NULL), ==, 0);
-	daemon_wait_metric(f->da, "rdmacm_mux_client_queued_frames", NULL, 0);
-	daemon_wait_metric(f->db, "rdmacm_mux_client_queued_frames", NULL, 0);
+	g_assert_cmpfloat(daemon_metric_sum(f->p.db, "rdmacm_mux_rx_dropped_total", NULL), ==, 0);
+	daemon_wait_metric(f->p.da, "rdmacm_mux_client_queued_frames", NULL, 0);
+	daemon_wait_metric(f->p.db, "rdmacm_mux_client_queued_frames", NULL, 0);
 	for (int i = 0; i < N_Q; i++) {
 		struct rdmacm_mux_msg m;
 
-		g_assert_cmpint(raw_recv(f->q[i], &m, 0), ==, -ETIMEDOUT);
-		vm_expect_empty(f->b[i]);
+		g_assert_cmpint(raw_recv(f->p.q[i], &m, 0), ==, -ETIMEDOUT);
+		vm_expect_empty(f->p.b[i]);
 	}
 }
 
@@ -346,8 +276,8 @@ UNIT_FIXTURE_TEST("/upgrade/same-version-in-place", NULL, fixture_setup_head, te
 	(void)data;
 	round_across(f, "head", SIGKILL, 0x4000);
 	round_across(f, "head", SIGTERM, 0x5000);
-	g_assert_cmpuint(count_in_output(f->da, "(in place)"), ==, 2);
-	g_assert_cmpuint(count_in_output(f->da, "converted"), ==, 0);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "(in place)"), ==, 2);
+	g_assert_cmpuint(daemon_output_count(f->p.da, "converted"), ==, 0);
 }
 
 /* A new memfd with what @fd holds now. */
@@ -378,33 +308,33 @@ UNIT_FIXTURE_TEST("/upgrade/crash-mid-swap", NULL, fixture_setup, test_crash_mid
 	(void)data;
 
 	start_sessions(f, 0x6000);
-	g_assert_cmpint(daemon_stop(f->da), ==, 0);
-	old_state = memfd_copy(supervisor_stored_fd(f->sup, "state"));
-	old_sessions = memfd_copy(supervisor_stored_fd(f->sup, "sessions"));
+	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
+	old_state = memfd_copy(supervisor_stored_fd(f->p.sup, "state"));
+	old_sessions = memfd_copy(supervisor_stored_fd(f->p.sup, "sessions"));
 	/* This tree converts them, and a client changes its state after. */
-	daemon_set_binary(f->da, daemon_binary("head"));
-	ready = supervisor_ready_count(f->sup);
-	daemon_restart(f->da);
-	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	daemon_set_binary(f->p.da, daemon_binary("head"));
+	ready = supervisor_ready_count(f->p.sup);
+	daemon_restart(f->p.da);
+	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
 	gid_parse("::ffff:10.0.1.8", extra);
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, extra);
-	g_assert_cmpint(raw_request(f->q[0], &m), ==, 0);
+	g_assert_cmpint(raw_request(f->p.q[0], &m), ==, 0);
 	/* It dies; the old memfds are back beside the new ones. */
-	daemon_kill(f->da);
-	supervisor_store_fd(f->sup, "state", old_state);
-	supervisor_store_fd(f->sup, "sessions", old_sessions);
+	daemon_kill(f->p.da);
+	supervisor_store_fd(f->p.sup, "state", old_state);
+	supervisor_store_fd(f->p.sup, "sessions", old_sessions);
 	close(old_state);
 	close(old_sessions);
-	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 2);
-	ready = supervisor_ready_count(f->sup);
-	daemon_restart(f->da);
-	g_assert_true(supervisor_wait_ready(f->sup, ready, 10000));
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "state"), ==, 2);
+	ready = supervisor_ready_count(f->p.sup);
+	daemon_restart(f->p.da);
+	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
 	/* The new one was read: the GID registered after the conversion is
 	 * still client 0's, and the old memfds are gone from the store. */
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, extra);
-	g_assert_cmpint(raw_request(f->q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
-	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
-	g_assert_cmpuint(supervisor_stored(f->sup, "sessions"), ==, 1);
+	g_assert_cmpint(raw_request(f->p.q[0], &m), ==, RDMACM_MUX_ERR_CODE_EEXIST);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "state"), ==, 1);
+	g_assert_cmpuint(supervisor_stored(f->p.sup, "sessions"), ==, 1);
 	check_gids_kept(f);
 	finish_sessions(f);
 }
@@ -467,11 +397,11 @@ static int write_golden(const char *dir, const char *kind)
 	/* Client 1 also holds a second GID. */
 	gid_parse("::ffff:10.0.1.9", second);
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, second);
-	g_assert_cmpint(raw_request(f->q[1], &m), ==, 0);
+	g_assert_cmpint(raw_request(f->p.q[1], &m), ==, 0);
 	/* A library client (HELLO done) with a session a peer started. */
-	lib = vm_new(f->da, "::ffff:10.0.1.7", "lib");
+	lib = vm_new(f->p.da, "::ffff:10.0.1.7", "lib");
 	gid_parse("::ffff:10.0.1.7", lgid);
-	peer = vm_new(f->db, "::ffff:10.0.2.7", "peer");
+	peer = vm_new(f->p.db, "::ffff:10.0.2.7", "peer");
 	start_sessions(f, 0x700);
 	mad_build_req(mad, 0x7777, peer->gid, lgid, ++f->tid);
 	g_assert_cmpint(vm_send(peer, lgid, mad), ==, 0);
@@ -480,7 +410,7 @@ static int write_golden(const char *dir, const char *kind)
 	g_string_append_printf(man, "# written by test-upgrade --write-golden with the %s daemon\n",
 			       kind);
 	for (int i = 0; i < N_Q; i++) {
-		gid_text(f->qgid[i], text);
+		gid_text(f->p.qgid[i], text);
 		if (i == 1) {
 			gid_text(second, text2);
 			g_string_append_printf(man, "client %d hello 0 gids %s,%s\n", i + 1, text,
@@ -506,9 +436,9 @@ static int write_golden(const char *dir, const char *kind)
 			     "counter clients_accepted 4\n");
 	if (vms)
 		g_string_append(man, "vm golden gids " GOLDEN_VM_GID "\n");
-	write_file(dir, "state", supervisor_stored_fd(f->sup, "state"), &size);
+	write_file(dir, "state", supervisor_stored_fd(f->p.sup, "state"), &size);
 	g_string_append_printf(man, "size state %zu\n", size);
-	write_file(dir, "sessions", supervisor_stored_fd(f->sup, "sessions"), &size);
+	write_file(dir, "sessions", supervisor_stored_fd(f->p.sup, "sessions"), &size);
 	g_string_append_printf(man, "size sessions %zu\n", size);
 	g_assert_true(g_file_set_contents(man_path, man->str, (gssize)man->len, NULL));
 	vm_free(peer);

@@ -220,34 +220,6 @@ static int32_t qemu_answer(int fd)
 	return m.hdr.err_code;
 }
 
-static void qemu_frame(struct rdmacm_mux_msg *m, const uint8_t own[IB_GID_LEN],
-		       const uint8_t mad[256])
-{
-	raw_frame(m, RDMACM_MUX_OP_CODE_MAD, own);
-	m->umad_len = 256;
-	m->umad.hdr.addr.qpn = htonl(1);
-	m->umad.hdr.addr.grh_present = 1;
-	memcpy(m->umad.hdr.addr.gid, own, IB_GID_LEN);
-	memcpy(m->umad.mad, mad, 256);
-}
-
-static void qemu_send(int fd, const uint8_t own[IB_GID_LEN], const uint8_t mad[256])
-{
-	struct rdmacm_mux_msg m;
-
-	qemu_frame(&m, own, mad);
-	g_assert_cmpint(raw_request(fd, &m), ==, 0);
-}
-
-static void qemu_expect(int fd, const uint8_t own[IB_GID_LEN], uint16_t attr,
-			struct rdmacm_mux_msg *m)
-{
-	g_assert_cmpint(raw_recv(fd, m, 5000), ==, 0);
-	g_assert_cmpuint(m->hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
-	g_assert_cmpmem(m->hdr.sgid.raw, IB_GID_LEN, own, IB_GID_LEN);
-	g_assert_cmpuint(mad_attr(m->umad.mad), ==, attr);
-}
-
 /* REQ, REP, RTU between the QEMU on @fd (GID @own) and the peer: the
  * connection a VM that got its GID sets up. */
 static void handshake(Fixture *f, int fd, const uint8_t own[IB_GID_LEN])
