@@ -193,13 +193,7 @@ static int gid_sysfs_read(void *userdata, unsigned index, const uint8_t expect[G
 int gid_table_open(const char *dev, int port, GidTable **ret)
 {
 	GidSysfs *fs = g_new0(GidSysfs, 1);
-	GidTableSource src = {
-		.count = gid_sysfs_count,
-		.read = gid_sysfs_read,
-		.type = gid_sysfs_type,
-		.free = gid_sysfs_free,
-		.userdata = fs,
-	};
+	GidTableSource src = GID_TABLE_SOURCE(gid_sysfs, fs);
 
 	fs->dir = g_strdup_printf("%s/class/infiniband/%s/ports/%d", sysfs_root(), dev, port);
 	fs->gids_dir = g_strdup_printf("%s/gids", fs->dir);

@@ -52,6 +52,12 @@ typedef struct GidTableSource {
 	void *userdata;
 } GidTableSource;
 
+/* The source whose functions are named after the op they fill, on @data:
+ * GID_TABLE_SOURCE(gid_sysfs, fs) takes gid_sysfs_count, ... */
+#define GID_TABLE_SOURCE(prefix, data)                                                \
+	{ .count = prefix##_count, .read = prefix##_read, .type = prefix##_type, \
+	  .free = prefix##_free, .userdata = (data) }
+
 /**
  * gid_table_open() - read the GID table of @dev port @port from sysfs.
  * Return: 0, or a negative errno (-ENOENT: no such sysfs directory).

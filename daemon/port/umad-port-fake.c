@@ -62,14 +62,7 @@ static void umad_port_fake_release(UmadPort *p)
 	p->ops_data = NULL;
 }
 
-static const UmadPortOps umad_port_fake_ops = {
-	.send = umad_port_fake_send,
-	.recv = umad_port_fake_recv,
-	.open_send_fd = umad_port_fake_open_send_fd,
-	.send_on = umad_port_fake_send_on,
-	.close_send_fd = umad_port_fake_close_send_fd,
-	.release = umad_port_fake_release,
-};
+static const UmadPortOps umad_port_fake_ops = UMAD_PORT_OPS(umad_port_fake);
 
 static int umad_port_new_fake_with(const char *dev, int port, bool roce, GidTable *gids,
 				   UmadPortFakeSendFn send, void *userdata, UmadPort **ret)
@@ -138,13 +131,7 @@ int umad_port_new_fake_gids(const char *dev, int port, bool roce, const uint8_t 
 			    UmadPort **ret)
 {
 	UmadPortFakeGids *g = g_new0(UmadPortFakeGids, 1);
-	GidTableSource src = {
-		.count = umad_port_fake_gids_count,
-		.read = umad_port_fake_gids_read,
-		.type = umad_port_fake_gids_type,
-		.free = umad_port_fake_gids_free,
-		.userdata = g,
-	};
+	GidTableSource src = GID_TABLE_SOURCE(umad_port_fake_gids, g);
 	GidTable *t = NULL;
 	int r;
 

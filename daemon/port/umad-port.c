@@ -337,11 +337,4 @@ static int umad_port_kernel_recv(UmadPort *p, UmadBuffer *buf, size_t *mad_len)
 	return 0;
 }
 
-static const UmadPortOps umad_port_kernel_ops = {
-	.send = umad_port_kernel_send,
-	.recv = umad_port_kernel_recv,
-	.open_send_fd = umad_port_kernel_open_send_fd,
-	.send_on = umad_port_kernel_send_on,
-	.close_send_fd = umad_port_kernel_close_send_fd,
-	.release = umad_port_kernel_release,
-};
+static const UmadPortOps umad_port_kernel_ops = UMAD_PORT_OPS(umad_port_kernel);

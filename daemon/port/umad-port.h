@@ -58,6 +58,13 @@ typedef struct UmadPortOps {
 	void (*release)(UmadPort *p);
 } UmadPortOps;
 
+/* The ops of an implementation that names each function after the op it
+ * fills: UMAD_PORT_OPS(umad_port_kernel) takes umad_port_kernel_send, ... */
+#define UMAD_PORT_OPS(prefix)                                                              \
+	{ .send = prefix##_send, .recv = prefix##_recv, .open_send_fd = prefix##_open_send_fd, \
+	  .send_on = prefix##_send_on, .close_send_fd = prefix##_close_send_fd,                \
+	  .release = prefix##_release }
+
 struct UmadPort {
 	const UmadPortOps *ops;
 	void *ops_data; /* the implementation's */

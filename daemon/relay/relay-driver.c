@@ -147,15 +147,7 @@ static void relay_driver_sends_free(void *w)
 	g_free(d);
 }
 
-static const UmadSendWorkersOps relay_driver_sends_ops = {
-	.start = relay_driver_sends_start,
-	.idle = relay_driver_sends_idle,
-	.available = relay_driver_sends_available,
-	.submit = relay_driver_sends_submit,
-	.stop = relay_driver_sends_stop,
-	.stats = relay_driver_sends_stats,
-	.free = relay_driver_sends_free,
-};
+static const UmadSendWorkersOps relay_driver_sends_ops = UMAD_SEND_WORKERS_OPS(relay_driver_sends);
 
 int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, unsigned senders,
 		     Relay **ret)

@@ -612,12 +612,4 @@ static void sender_pool_free(void *w)
 	g_free(p);
 }
 
-const UmadSendWorkersOps sender_pool_ops = {
-	.start = sender_pool_start,
-	.idle = sender_pool_idle,
-	.available = sender_pool_available,
-	.submit = sender_pool_submit,
-	.stop = sender_pool_stop,
-	.stats = sender_pool_stats,
-	.free = sender_pool_free,
-};
+const UmadSendWorkersOps sender_pool_ops = UMAD_SEND_WORKERS_OPS(sender_pool);

@@ -79,14 +79,7 @@ static void test_release(UmadPort *p)
 	p->fd = -1;
 }
 
-static const UmadPortOps test_port_ops = {
-	.send = test_send,
-	.recv = test_recv,
-	.open_send_fd = test_open_send_fd,
-	.send_on = test_send_on,
-	.close_send_fd = test_close_send_fd,
-	.release = test_release,
-};
+static const UmadPortOps test_port_ops = UMAD_PORT_OPS(test);
 
 typedef struct Fixture {
 	char *sysfs;

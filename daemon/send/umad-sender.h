@@ -85,6 +85,13 @@ typedef struct UmadSendWorkersOps {
 	void (*free)(void *w);
 } UmadSendWorkersOps;
 
+/* The ops of an implementation that names each function after the op it
+ * fills: UMAD_SEND_WORKERS_OPS(sender_pool) takes sender_pool_start, ... */
+#define UMAD_SEND_WORKERS_OPS(prefix)                                                    \
+	{ .start = prefix##_start, .idle = prefix##_idle, .available = prefix##_available, \
+	  .submit = prefix##_submit, .stop = prefix##_stop, .stats = prefix##_stats,       \
+	  .free = prefix##_free }
+
 struct UmadSenderConfig {
 	unsigned senders;	/* workers */
 	uint64_t fast_usec;	/* a good destination stays fast this long */
