@@ -597,6 +597,31 @@ static int state_convert(const uint8_t *img, size_t len, const HandoffShape *sha
 	return 0;
 }
 
+/* Map the state memfd @fd read-only (*@ret, *@ret_bytes long; the caller
+ * unmaps it). Return: 0, or a negative errno with *@why set. */
+static int state_map_ro(int fd, void **ret, size_t *ret_bytes, const char **why)
+{
+	struct stat st;
+	void *ro;
+
+	if (fstat(fd, &st) < 0) {
+		*why = "it cannot be read";
+		return -errno;
+	}
+	if (st.st_size < (off_t)HANDOFF_PAGE || (uint64_t)st.st_size > HANDOFF_STATE_MAX_BYTES) {
+		*why = "its size is not one a state has";
+		return -EPROTO;
+	}
+	ro = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (ro == MAP_FAILED) {
+		*why = "it cannot be mapped";
+		return -errno;
+	}
+	*ret = ro;
+	*ret_bytes = (size_t)st.st_size;
+	return 0;
+}
+
 /* ---- taking over ---- */
 
 int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn dropped,
@@ -608,7 +633,6 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	const HandoffHeader *h;
 	const HandoffSection *counters;
 	size_t legacy_len = 0;
-	struct stat st;
 	void *ro;
 	size_t bytes;
 	int r;
@@ -616,20 +640,9 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	if (!why)
 		why = &dummy;
 	*ret_converted = false;
-	if (fstat(fd, &st) < 0) {
-		*why = "it cannot be read";
-		return -errno;
-	}
-	if (st.st_size < (off_t)HANDOFF_PAGE || (uint64_t)st.st_size > HANDOFF_STATE_MAX_BYTES) {
-		*why = "its size is not one a state has";
-		return -EPROTO;
-	}
-	bytes = (size_t)st.st_size;
-	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
-	if (ro == MAP_FAILED) {
-		*why = "it cannot be mapped";
-		return -errno;
-	}
+	r = state_map_ro(fd, &ro, &bytes, why);
+	if (r < 0)
+		return r;
 	/* 0.1.0's raw layout: rewritten into an image of this format first. */
 	r = handoff_legacy_state_image(ro, bytes, shape, &legacy, &legacy_len, why);
 	if (r == 0) {
@@ -867,7 +880,6 @@ int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, cons
 	const char *dummy;
 	const HandoffHeader *h;
 	const HandoffSection *e;
-	struct stat st;
 	void *ro;
 	size_t bytes;
 	int r, i;
@@ -875,20 +887,9 @@ int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, cons
 	if (!why)
 		why = &dummy;
 	*ret = NULL;
-	if (fstat(fd, &st) < 0) {
-		*why = "it cannot be read";
-		return -errno;
-	}
-	if (st.st_size < (off_t)HANDOFF_PAGE || (uint64_t)st.st_size > HANDOFF_STATE_MAX_BYTES) {
-		*why = "its size is not one a state has";
-		return -EPROTO;
-	}
-	bytes = (size_t)st.st_size;
-	ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
-	if (ro == MAP_FAILED) {
-		*why = "it cannot be mapped";
-		return -errno;
-	}
+	r = state_map_ro(fd, &ro, &bytes, why);
+	if (r < 0)
+		return r;
 	/* 0.1.0's raw layout (or anything else) has no VMs. */
 	r = handoff_header_check(ro, bytes, bytes, HANDOFF_KIND_STATE, why);
 	h = ro;
