@@ -26,10 +26,10 @@ struct SendDest {
 	uint64_t fail_until;
 	int fail_err;
 	unsigned pending; /* jobs queued for it and not finished */
-	UmadSendJob *head, *tail; /* not handed out yet */
-	bool busy;		  /* one of its MADs is being written */
-	bool ready;		  /* on the ready list */
-	struct SendDest *next_ready;
+	GQueue jobs;	/* UmadSendJob, not handed out yet */
+	bool busy;	/* one of its MADs is being written */
+	bool ready;	/* on the ready list */
+	GList ready_link;
 };
 
 struct SendPolicy {
@@ -40,7 +40,7 @@ struct SendPolicy {
 	 * and a hash lookup of a 20-byte key is most of what that costs. */
 	SendDest *recent[SEND_POLICY_RECENT];
 	unsigned pending;
-	SendDest *ready_head, *ready_tail; /* destinations with a MAD to hand out */
+	GQueue ready; /* SendDest with a MAD to hand out, by ready_link */
 };
 
 static guint send_key_hash(gconstpointer p)
@@ -169,39 +169,27 @@ void send_policy_note(SendPolicy *p, SendDest *dest, int result, uint64_t now)
 	send_policy_update(p, dest, result, now);
 }
 
+/* The queues link their items through a GList each embeds: nothing is
+ * allocated per MAD. */
 static void send_policy_push_ready(SendPolicy *p, SendDest *d)
 {
 	d->ready = true;
-	d->next_ready = NULL;
-	if (p->ready_tail)
-		p->ready_tail->next_ready = d;
-	else
-		p->ready_head = d;
-	p->ready_tail = d;
+	d->ready_link.data = d;
+	g_queue_push_tail_link(&p->ready, &d->ready_link);
 }
 
 static SendDest *send_policy_pop_ready(SendPolicy *p)
 {
-	SendDest *d = p->ready_head;
+	SendDest *d = g_queue_pop_head_link(&p->ready)->data;
 
-	p->ready_head = d->next_ready;
-	if (!p->ready_head)
-		p->ready_tail = NULL;
 	d->ready = false;
-	d->next_ready = NULL;
 	return d;
 }
 
 /* Take @d's head job off its queue. */
 static UmadSendJob *send_policy_pop_head(SendDest *d)
 {
-	UmadSendJob *job = d->head;
-
-	d->head = job->next;
-	if (!d->head)
-		d->tail = NULL;
-	job->next = NULL;
-	return job;
+	return g_queue_pop_head_link(&d->jobs)->data;
 }
 
 int send_policy_queue(SendPolicy *p, UmadSendJob *job, uint64_t now)
@@ -221,14 +209,10 @@ int send_policy_queue(SendPolicy *p, UmadSendJob *job, uint64_t now)
 		g_hash_table_insert(p->dests, &d->key, d);
 	}
 	job->dest = d;
-	job->next = NULL;
+	job->link.data = job;
 	d->pending++;
 	p->pending++;
-	if (d->tail)
-		d->tail->next = job;
-	else
-		d->head = job;
-	d->tail = job;
+	g_queue_push_tail_link(&d->jobs, &job->link);
 	if (!d->busy && !d->ready)
 		send_policy_push_ready(p, d);
 	return 0;
@@ -238,7 +222,7 @@ UmadSendJob *send_policy_next(SendPolicy *p)
 {
 	SendDest *d;
 
-	if (!p->ready_head)
+	if (g_queue_is_empty(&p->ready))
 		return NULL;
 	d = send_policy_pop_ready(p);
 	d->busy = true;
@@ -250,34 +234,21 @@ void send_policy_finish(SendPolicy *p, UmadSendJob *job, int result, uint64_t no
 	SendDest *d = job->dest;
 
 	job->result = result;
-	job->next = NULL;
 	d->busy = false;
 	d->pending--;
 	p->pending--;
 	send_policy_update(p, d, result, now);
 	/* What is left waits for a worker, unless send_policy_next_behind()
 	 * takes it first. */
-	if (d->head && !d->ready)
+	if (!g_queue_is_empty(&d->jobs) && !d->ready)
 		send_policy_push_ready(p, d);
 }
 
-/* Take @d off the ready list (it is not the head: a linear walk, over
- * destinations with queued MADs only). */
+/* Take @d off the ready list. */
 static void send_policy_unready(SendPolicy *p, SendDest *d)
 {
-	SendDest **pp = &p->ready_head, *prev = NULL;
-
-	while (*pp && *pp != d) {
-		prev = *pp;
-		pp = &(*pp)->next_ready;
-	}
-	if (!*pp)
-		return;
-	*pp = d->next_ready;
-	if (p->ready_tail == d)
-		p->ready_tail = prev;
+	g_queue_unlink(&p->ready, &d->ready_link);
 	d->ready = false;
-	d->next_ready = NULL;
 }
 
 UmadSendJob *send_policy_next_behind(SendPolicy *p, const UmadSendJob *job, int result,
@@ -287,7 +258,7 @@ UmadSendJob *send_policy_next_behind(SendPolicy *p, const UmadSendJob *job, int 
 	UmadSendJob *next;
 
 	*write = false;
-	if (!d->head || d->busy)
+	if (g_queue_is_empty(&d->jobs) || d->busy)
 		return NULL;
 	if (result == 0 && now < d->fast_until) {
 		*write = true;
@@ -310,11 +281,11 @@ UmadSendJob *send_policy_cancel(SendPolicy *p)
 	UmadSendJob *job;
 	SendDest *d;
 
-	if (!p->ready_head)
+	if (g_queue_is_empty(&p->ready))
 		return NULL;
-	d = p->ready_head;
+	d = g_queue_peek_head(&p->ready);
 	job = send_policy_pop_head(d);
-	if (!d->head)
+	if (g_queue_is_empty(&d->jobs))
 		(void)send_policy_pop_ready(p);
 	/* As if handed out: send_policy_finish() makes it not busy again. */
 	d->busy = true;

@@ -37,7 +37,7 @@ typedef struct UmadSendJob {
 	size_t len;
 	int result; /* 0 or the write's negative errno, once finished */
 	/* the policy's */
-	struct UmadSendJob *next;
+	GList link; /* in its destination's queue */
 	SendDest *dest;
 } UmadSendJob;
 
