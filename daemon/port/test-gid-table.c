@@ -46,10 +46,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
-	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->root);
 	(void)data;
-	g_assert_cmpint(system(cmd), ==, 0);
-	g_free(f->root);
+	unit_test_remove_tree(f->root);
 	g_free(f->port_dir);
 }
 

@@ -169,6 +169,35 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 	return e;
 }
 
+int relay_driver_new_fake(const RelayConfig *cfg, UmadPortFakeSendFn send, void *userdata,
+			  sd_event **ret_event, Relay **ret)
+{
+	sd_event *event = NULL;
+	UmadPort *port = NULL;
+	int e;
+
+	e = umad_port_new_fake("fake0", 1, true, send, userdata, &port);
+	if (e < 0)
+		return e;
+	e = sd_event_new(&event);
+	if (e >= 0)
+		e = relay_driver_new(event, port, cfg, 2, ret);
+	else
+		umad_port_close(port);
+	if (e < 0) {
+		sd_event_unref(event);
+		return e;
+	}
+	*ret_event = event;
+	return 0;
+}
+
+void relay_driver_free_fake(Relay *r, sd_event *event)
+{
+	relay_free(r);
+	sd_event_unref(event);
+}
+
 void relay_driver_set_time(Relay *r, uint64_t now)
 {
 	relay_driver_edges(r)->actions++;

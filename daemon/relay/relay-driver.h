@@ -17,6 +17,7 @@
 #define RDMACM_MUX_RELAY_DRIVER_H
 
 #include "relay.h"
+#include "umad-port-fake.h"
 
 /**
  * relay_driver_new() - relay_new() with the driver's clock (starting at
@@ -25,6 +26,19 @@
  */
 int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, unsigned senders,
 		     Relay **ret);
+
+/**
+ * relay_driver_new_fake() - the unit tests' relay: relay_driver_new() with
+ * two stand-in senders, on a new event loop (*@ret_event) and a fake port
+ * fake0/1 (RoCE, its GID table read from $SYSFS_PATH) whose writes go to
+ * @send (umad_port_new_fake()).
+ * Return: 0 or a negative errno.
+ */
+int relay_driver_new_fake(const RelayConfig *cfg, UmadPortFakeSendFn send, void *userdata,
+			  sd_event **ret_event, Relay **ret);
+
+/* Free what relay_driver_new_fake() made. */
+void relay_driver_free_fake(Relay *r, sd_event *event);
 
 /* Use @now (monotonic usec) as the relay's clock from now on. */
 void relay_driver_set_time(Relay *r, uint64_t now);

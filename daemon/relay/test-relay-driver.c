@@ -53,8 +53,8 @@ static void gid(const char *text, uint8_t out[16])
 
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	g_autofree char *port = NULL;
-	UmadPort *p = NULL;
+	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, UNIT_TEST_GID_10_0_1_1,
+				     UNIT_TEST_GID_10_0_1_2, NULL };
 	RelayConfig cfg = {
 		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
 		.timeouts_ms = { 0, 1000, 2000, 500 },
@@ -62,19 +62,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	(void)data;
 
 	memset(f, 0, sizeof(*f));
-	f->sysfs = g_dir_make_tmp("relay-driver-XXXXXX", NULL);
-	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
-	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
-	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
-	unit_test_write_file(port, "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0102\n");
-	for (int i = 0; i < 3; i++) {
-		g_autofree char *name = g_strdup_printf("gid_attrs/types/%d", i);
-		unit_test_write_file(port, name, "RoCE v2\n");
-	}
-	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
-	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, capture_send, f, &p), ==, 0);
-	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
-	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
+	f->sysfs = unit_test_fake_sysfs("relay-driver-XXXXXX", "fake0", gids);
+	g_assert_cmpint(relay_driver_new_fake(&cfg, capture_send, f, &f->event, &f->relay), ==, 0);
 	relay_driver_set_send_at_once(f->relay, true);
 	relay_driver_set_time(f->relay, 1000000);
 	gid("::ffff:10.0.1.1", f->g1);
@@ -84,14 +73,11 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
-	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
 	(void)data;
 
 	g_assert_null(relay_check_invariants(f->relay));
-	relay_free(f->relay);
-	sd_event_unref(f->event);
-	g_assert_cmpint(system(cmd), ==, 0);
-	g_free(f->sysfs);
+	relay_driver_free_fake(f->relay, f->event);
+	unit_test_remove_tree(f->sysfs);
 }
 
 static void request(Fixture *f, uint32_t client, uint32_t op, const uint8_t sgid[16],
@@ -121,12 +107,36 @@ static void cm_mad(uint8_t mad[256], uint16_t attr, uint32_t local, uint32_t rem
 	put_be32(mad + 28, remote);
 }
 
-UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test_send_and_route_back)
+/* A MAD from the remote @peer to the client's GID at index 1. */
+static void from_wire(Fixture *f, const uint8_t peer[16], uint16_t attr, uint32_t local,
+		      uint32_t remote)
+{
+	UmadBuffer in = { 0 };
+
+	in.hdr.addr.grh_present = 1;
+	in.hdr.addr.gid_index = 1;
+	memcpy(in.hdr.addr.gid, peer, 16);
+	cm_mad(in.mad, attr, local, remote);
+	relay_driver_wire_mad(f->relay, &in, 256);
+	g_assert_null(relay_check_invariants(f->relay));
+}
+
+/* A REQ from client @c's GID @g to @peer (its primary path's DGID too),
+ * with comm id @local. */
+static void send_req(Fixture *f, uint32_t c, const uint8_t g[16], const uint8_t peer[16],
+		     uint32_t local)
 {
 	uint8_t mad[256];
+
+	cm_mad(mad, 0x10, local, 0);
+	memcpy(mad + 96, peer, 16);
+	request(f, c, RDMACM_MUX_OP_CODE_MAD, g, mad, peer);
+}
+
+UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test_send_and_route_back)
+{
 	uint32_t c1 = relay_driver_add_client(f->relay);
 	uint32_t c2 = relay_driver_add_client(f->relay);
-	UmadBuffer in = { 0 };
 	uint32_t wire;
 	(void)data;
 
@@ -136,9 +146,7 @@ UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test
 	g_assert_cmpint(f->got[0].hdr.err_code, ==, 0);
 
 	/* REQ from c1: sent from GID index 1, comm id replaced. */
-	cm_mad(mad, 0x10, 7, 0);
-	memcpy(mad + 96, f->peer, 16);
-	request(f, c1, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
+	send_req(f, c1, f->g1, f->peer, 7);
 	g_assert_cmpuint(f->n_sent, ==, 1);
 	g_assert_cmpuint(f->sent[0].hdr.addr.gid_index, ==, 1);
 	g_assert_cmpmem(f->sent[0].hdr.addr.gid, 16, f->peer, 16);
@@ -146,11 +154,7 @@ UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test
 	g_assert_cmpuint(wire, !=, 7);
 
 	/* The REP for that wire id goes to c1 only, mapped back to 7. */
-	in.hdr.addr.grh_present = 1;
-	in.hdr.addr.gid_index = 1;
-	memcpy(in.hdr.addr.gid, f->peer, 16);
-	cm_mad(in.mad, 0x13, 0x99, wire);
-	relay_driver_wire_mad(f->relay, &in, 256);
+	from_wire(f, f->peer, 0x13, 0x99, wire);
 	f->n_got = 0;
 	g_assert_cmpuint(relay_driver_drain(f->relay, c1, collect, f), ==, 2);
 	g_assert_cmpuint(f->got[1].hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_REQ);
@@ -163,15 +167,12 @@ UNIT_FIXTURE_TEST("/relay-driver/send-and-route-back", NULL, fixture_setup, test
 
 UNIT_FIXTURE_TEST("/relay-driver/quota-and-timers", NULL, fixture_setup, test_quota_and_timers)
 {
-	uint8_t mad[256];
 	uint32_t c = relay_driver_add_client(f->relay);
 	(void)data;
 
 	request(f, c, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
 	for (uint32_t i = 1; i <= 5; i++) {
-		cm_mad(mad, 0x10, i, 0);
-		memcpy(mad + 96, f->peer, 16);
-		request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
+		send_req(f, c, f->g1, f->peer, i);
 	}
 	/* Four sessions is the quota: the fifth REQ is refused. */
 	g_assert_cmpuint(f->n_sent, ==, 4);
@@ -232,16 +233,10 @@ UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_
 	(void)data;
 
 	request(f, c, RDMACM_MUX_OP_CODE_REG, f->g1, NULL, NULL);
-	cm_mad(mad, 0x10, 7, 0);
-	memcpy(mad + 96, f->peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
+	send_req(f, c, f->g1, f->peer, 7);
 	wire = get_be32(f->sent[0].mad + 24);
 
-	in.hdr.addr.grh_present = 1;
-	in.hdr.addr.gid_index = 1;
-	memcpy(in.hdr.addr.gid, f->peer, 16);
-	cm_mad(in.mad, 0x13, 0x99, wire); /* REP */
-	relay_driver_wire_mad(f->relay, &in, 256);
+	from_wire(f, f->peer, 0x13, 0x99, wire); /* REP */
 	cm_mad(mad, 0x15, 7, 0x99); /* DREQ from our client */
 	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
 	cm_mad(mad, 0x14, 7, 0x99); /* its late RTU */
@@ -254,20 +249,6 @@ UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_
 	relay_driver_set_time(f->relay, 1000000 + 2100000);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
-}
-
-/* A MAD from the remote @peer to the client's GID at index 1. */
-static void from_wire(Fixture *f, const uint8_t peer[16], uint16_t attr, uint32_t local,
-		      uint32_t remote)
-{
-	UmadBuffer in = { 0 };
-
-	in.hdr.addr.grh_present = 1;
-	in.hdr.addr.gid_index = 1;
-	memcpy(in.hdr.addr.gid, peer, 16);
-	cm_mad(in.mad, attr, local, remote);
-	relay_driver_wire_mad(f->relay, &in, 256);
-	g_assert_null(relay_check_invariants(f->relay));
 }
 
 /* Take what is queued to @client; the attribute of the last MAD, or 0. */
@@ -310,9 +291,7 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	drain_last_attr(f, c, &mads);
 
 	/* A half-open handshake: gone at its timeout, not before. */
-	cm_mad(mad, 0x10, 1, 0);
-	memcpy(mad + 96, f->peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
+	send_req(f, c, f->g1, f->peer, 1);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
 	relay_driver_set_time(f->relay, t0 + 1000000 - 1);
 	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
@@ -324,9 +303,7 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	/* Established, then quiet for ten hours: kept. */
 	t = t0 + 2000000;
 	relay_driver_set_time(f->relay, t);
-	cm_mad(mad, 0x10, 2, 0);
-	memcpy(mad + 96, f->peer, 16);
-	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
+	send_req(f, c, f->g1, f->peer, 2);
 	wire = get_be32(f->sent[f->n_sent - 1].mad + 24);
 	from_wire(f, f->peer, 0x13, 0x99, wire); /* REP */
 	g_assert_cmpuint(drain_last_attr(f, c, &mads), ==, 0x13);

@@ -104,8 +104,7 @@ static void expect_answer(const struct rdmacm_mux_msg *m, uint32_t local, int er
 
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	g_autofree char *port = NULL;
-	UmadPort *p = NULL;
+	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, UNIT_TEST_GID_10_0_1_1, NULL };
 	RelayConfig cfg = {
 		.max_clients = 8, .max_gids = 4, .max_sessions = 16, .max_queued = 8,
 		.max_pending = 16, .max_slow_sends = MAX_SLOW_SENDS, .send_fast_ms = 1000,
@@ -114,16 +113,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	(void)data;
 
 	memset(f, 0, sizeof(*f));
-	f->sysfs = g_dir_make_tmp("relay-sends-XXXXXX", NULL);
-	port = g_build_filename(f->sysfs, "class/infiniband/fake0/ports/1", NULL);
-	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
-	unit_test_write_file(port, "gids/1", "0000:0000:0000:0000:0000:ffff:0a00:0101\n");
-	unit_test_write_file(port, "gid_attrs/types/0", "RoCE v2\n");
-	unit_test_write_file(port, "gid_attrs/types/1", "RoCE v2\n");
-	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
-	g_assert_cmpint(umad_port_new_fake("fake0", 1, true, port_send, f, &p), ==, 0);
-	g_assert_cmpint(sd_event_new(&f->event), >=, 0);
-	g_assert_cmpint(relay_driver_new(f->event, p, &cfg, 2, &f->relay), ==, 0);
+	f->sysfs = unit_test_fake_sysfs("relay-sends-XXXXXX", "fake0", gids);
+	g_assert_cmpint(relay_driver_new_fake(&cfg, port_send, f, &f->event, &f->relay), ==, 0);
 	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.1.1", f->gid), ==, 1);
 	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.2.1", f->peer), ==, 1);
 	g_assert_cmpint(inet_pton(AF_INET6, "::ffff:10.0.2.2", f->peer2), ==, 1);
@@ -135,14 +126,11 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
-	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
 	(void)data;
 
 	g_assert_null(relay_check_invariants(f->relay));
-	relay_free(f->relay);
-	sd_event_unref(f->event);
-	g_assert_cmpint(system(cmd), ==, 0);
-	g_free(f->sysfs);
+	relay_driver_free_fake(f->relay, f->event);
+	unit_test_remove_tree(f->sysfs);
 }
 
 /* The lines the relay logs (every level) while @f's client sends a REQ
@@ -310,6 +298,21 @@ UNIT_FIXTURE_TEST("/relay-sends/stuck-destination", NULL, fixture_setup, test_st
 	g_assert_cmpuint(f->n_sent, ==, 1);
 }
 
+/* REQ 1 to the peer and REQ 2 to another destination, @d2 (set here), the
+ * client's MAX_SLOW_SENDS: it is not read any more, and REQ 3 and a REG
+ * wait unread. */
+static void fill_slow_sends(Fixture *f, uint8_t d2[16])
+{
+	memcpy(d2, f->peer, 16);
+	d2[15] = 0x99;
+	req(f, 1, f->peer);
+	req(f, 2, d2);
+	g_assert_true(relay_driver_client_paused(f->relay, f->c));
+	req(f, 3, f->peer2);
+	reg(f, f->peer2);
+	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 2);
+}
+
 /*
  * A client has at most MAX_SLOW_SENDS MADs with the senders; past them
  * its frames wait unread, and are read and answered, in order, when one
@@ -321,14 +324,7 @@ UNIT_FIXTURE_TEST("/relay-sends/slow-sends-pause-reading", NULL, fixture_setup,
 	uint8_t d2[16];
 	(void)data;
 
-	memcpy(d2, f->peer, 16);
-	d2[15] = 0x99;
-	req(f, 1, f->peer);
-	req(f, 2, d2);
-	g_assert_true(relay_driver_client_paused(f->relay, f->c));
-	req(f, 3, f->peer2);
-	reg(f, f->peer2);
-	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 2);
+	fill_slow_sends(f, d2);
 	g_assert_cmpuint(relay_driver_sends_in_flight(f->relay), ==, 2);
 	/* The second write ends first: its answer waits for the first's,
 	 * and the client is read again: REQ 3 takes the free sender. */
@@ -427,15 +423,8 @@ UNIT_FIXTURE_TEST("/relay-sends/handoff-answers-everything", NULL, fixture_setup
 	uint8_t d2[16];
 	(void)data;
 
-	memcpy(d2, f->peer, 16);
-	d2[15] = 0x99;
 	relay_driver_set_senders(f->relay, 1);
-	req(f, 1, f->peer); /* stalls in the sender */
-	req(f, 2, d2);	    /* queued for the sender */
-	g_assert_true(relay_driver_client_paused(f->relay, f->c));
-	req(f, 3, f->peer2); /* unread */
-	reg(f, f->peer2);    /* unread */
-	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 2);
+	fill_slow_sends(f, d2); /* REQ 1 stalls in the sender, REQ 2 is queued for it */
 	relay_driver_handoff(f->relay);
 	g_assert_cmpuint(relay_sender_queued(f->relay), ==, 0);
 	g_assert_cmpuint(relay_driver_client_unread(f->relay, f->c), ==, 0);

@@ -117,17 +117,13 @@ static void start(Fixture *f, unsigned senders, uint64_t deadline_usec)
 
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	g_autofree char *port = NULL;
+	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, NULL };
 	int fd;
 	(void)data;
 
 	memset(f, 0, sizeof(*f));
 	open_fails = 0;
-	f->sysfs = g_dir_make_tmp("sender-pool-XXXXXX", NULL);
-	port = g_build_filename(f->sysfs, "class/infiniband/test0/ports/1", NULL);
-	unit_test_write_file(port, "gids/0", "fe80:0000:0000:0000:0000:0000:0000:0001\n");
-	unit_test_write_file(port, "gid_attrs/types/0", "RoCE v2\n");
-	g_setenv("SYSFS_PATH", f->sysfs, TRUE);
+	f->sysfs = unit_test_fake_sysfs("sender-pool-XXXXXX", "test0", gids);
 	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	g_assert_cmpint(umad_port_new("test0", 1, true, fd, &test_port_ops, NULL, NULL, &f->port), ==,
 			0);
@@ -145,7 +141,6 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
-	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", f->sysfs);
 	(void)data;
 
 	umad_sender_free(f->sender);
@@ -154,9 +149,8 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 	fflush(stderr);
 	(void)dup2(f->saved_stderr, STDERR_FILENO);
 	close(f->saved_stderr);
-	g_assert_cmpint(system(cmd), ==, 0);
+	unit_test_remove_tree(f->sysfs);
 	g_free(f->log_path);
-	g_free(f->sysfs);
 }
 
 static UmadSenderStats stats(Fixture *f)

@@ -25,6 +25,7 @@
 #define RDMACM_MUX_TESTS_UNIT_TEST_H
 
 #include <glib.h>
+#include <stdlib.h>
 
 typedef struct UnitTestEntry {
 	const char *path;
@@ -103,6 +104,44 @@ static inline void unit_test_write_file(const char *dir, const char *name, const
 
 	g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
 	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+/* The GIDs of the fake ports below, in sysfs's form. */
+#define UNIT_TEST_GID_LINK_LOCAL "fe80:0000:0000:0000:0000:0000:0000:0001"
+#define UNIT_TEST_GID_10_0_1_1 "0000:0000:0000:0000:0000:ffff:0a00:0101"
+#define UNIT_TEST_GID_10_0_1_2 "0000:0000:0000:0000:0000:ffff:0a00:0102"
+
+/* A fake sysfs in a new temp dir named after @tmpl, which $SYSFS_PATH now
+ * names: port 1 of RDMA device @dev, with entry i of its GID table @gids[i]
+ * (sysfs's form, NULL-terminated), each of type RoCE v2. Return: the dir,
+ * for unit_test_remove_tree(). */
+static inline char *unit_test_fake_sysfs(const char *tmpl, const char *dev,
+					 const char *const *gids)
+{
+	char *root = g_dir_make_tmp(tmpl, NULL);
+	g_autofree char *port = NULL;
+
+	g_assert_nonnull(root);
+	port = g_strdup_printf("%s/class/infiniband/%s/ports/1", root, dev);
+	for (unsigned i = 0; gids[i]; i++) {
+		g_autofree char *gid = g_strdup_printf("gids/%u", i);
+		g_autofree char *type = g_strdup_printf("gid_attrs/types/%u", i);
+		g_autofree char *line = g_strdup_printf("%s\n", gids[i]);
+
+		unit_test_write_file(port, gid, line);
+		unit_test_write_file(port, type, "RoCE v2\n");
+	}
+	g_setenv("SYSFS_PATH", root, TRUE);
+	return root;
+}
+
+/* Remove the tree at @dir (a temp dir of the test's) and free @dir. */
+static inline void unit_test_remove_tree(char *dir)
+{
+	g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(dir);
 }
 
 /* main() for a program whose tests are all registered ones. */
