@@ -293,16 +293,20 @@ static void check_inbound(const struct rdmacm_mux_inbound *in,
 	g_assert_cmpuint(g_ntohl(in->addr.flow_label), ==, 0x12345);
 }
 
-static struct rdmacm_mux *open_base(Fixture *f)
+/* Open the fixture's socket with @flags; the fixture closes the handle. */
+static struct rdmacm_mux *open_with(Fixture *f, unsigned flags)
 {
 	struct rdmacm_mux *m = NULL;
 
-	g_assert_cmpint(rdmacm_mux_open(f->path, RDMACM_MUX_OPEN_BASE_PROTOCOL,
-					OPEN_TIMEOUT_MS, &m),
-			==, 0);
+	g_assert_cmpint(rdmacm_mux_open(f->path, flags, OPEN_TIMEOUT_MS, &m), ==, 0);
 	g_assert_nonnull(m);
 	f->m = m;
 	return m;
+}
+
+static struct rdmacm_mux *open_base(Fixture *f)
+{
+	return open_with(f, RDMACM_MUX_OPEN_BASE_PROTOCOL);
 }
 
 static int wait_ok(struct rdmacm_mux *m, uint32_t ticket)
@@ -312,6 +316,15 @@ static int wait_ok(struct rdmacm_mux *m, uint32_t ticket)
 	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==, 0);
 	g_assert_cmpuint(resp.ticket, ==, ticket);
 	return resp.error;
+}
+
+/* Register @gid and wait: the daemon must accept it. */
+static void register_ok(struct rdmacm_mux *m, const uint8_t gid[16])
+{
+	uint32_t ticket;
+
+	g_assert_cmpint(rdmacm_mux_register_gid(m, gid, &ticket), ==, 0);
+	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
 }
 
 /* poll + process until @cond holds, as an event-loop caller would. */
@@ -411,8 +424,7 @@ static void test_open_hello(Fixture *f, gconstpointer data)
 
 	(void)data;
 	server_start(f, script_hello_stats);
-	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
-	f->m = m;
+	m = open_with(f, 0);
 	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ALL);
 
 	g_assert_cmpint(rdmacm_mux_query_stats(m, &ticket), ==, 0);
@@ -451,8 +463,7 @@ static void test_open_hello_partial(Fixture *f, gconstpointer data)
 
 	(void)data;
 	server_start(f, script_hello_partial);
-	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
-	f->m = m;
+	m = open_with(f, 0);
 	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ERRNO);
 	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
 }
@@ -474,16 +485,13 @@ static void script_qemu(Fixture *f)
 static void test_open_hello_fallback(Fixture *f, gconstpointer data)
 {
 	struct rdmacm_mux *m = NULL;
-	uint32_t ticket;
 
 	(void)data;
 	server_start(f, script_qemu);
-	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
-	f->m = m;
+	m = open_with(f, 0);
 	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, 0);
 	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &ticket), ==, 0);
-	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
+	register_ok(m, gid_b);
 }
 
 static void script_hello_refused(Fixture *f)
@@ -843,13 +851,11 @@ static void test_interleave(Fixture *f, gconstpointer data)
 {
 	struct rdmacm_mux_inbound in;
 	struct rdmacm_mux *m;
-	uint32_t ticket;
 
 	(void)data;
 	server_start(f, script_interleave);
 	m = open_base(f);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &ticket), ==, 0);
-	g_assert_cmpint(wait_ok(m, ticket), ==, 0);
+	register_ok(m, gid_a);
 
 	/* The MADs read while waiting were queued, in order. */
 	g_assert_cmpint(rdmacm_mux_recv_mad(m, &in), ==, 0);
@@ -1289,8 +1295,7 @@ static void test_event_loop(Fixture *f, gconstpointer data)
 
 	(void)data;
 	server_start(f, script_event_loop);
-	g_assert_cmpint(rdmacm_mux_open(f->path, 0, OPEN_TIMEOUT_MS, &m), ==, 0);
-	f->m = m;
+	m = open_with(f, 0);
 
 	while (answers < 20 || mads < 20) {
 		struct pollfd pfd = {
@@ -1360,6 +1365,16 @@ static void srv_expect_eof(int fd)
 
 	g_assert_cmpint(read(fd, b, sizeof(b)), ==, 0);
 	close(fd);
+}
+
+/* The client connects again, registers @gid alone, sends nothing more and
+ * closes. */
+static void srv_expect_back_with(Fixture *f, const uint8_t gid[16])
+{
+	int fd = srv_accept(f);
+
+	srv_expect_reg(fd, gid, 0);
+	srv_expect_eof(fd);
 }
 
 static struct rdmacm_mux *open_reconnect(Fixture *f, unsigned flags,
@@ -1468,12 +1483,9 @@ static void test_reconnect(Fixture *f, gconstpointer data)
 	fd = rdmacm_mux_get_fd(m);
 	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ALL);
 
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_c, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	register_ok(m, gid_a);
+	register_ok(m, gid_b);
+	register_ok(m, gid_c);
 	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_remote, &t), ==, 0);
 	g_assert_cmpint(wait_ok(m, t), ==, -EACCES);
 	g_assert_cmpint(rdmacm_mux_unregister_gid(m, gid_c, &t), ==, 0);
@@ -1524,8 +1536,7 @@ static void test_reconnect(Fixture *f, gconstpointer data)
 	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
 	g_assert_cmpint(timeout, ==, -1);
 
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_c, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	register_ok(m, gid_c);
 }
 
 static void script_in_flight_fail(Fixture *f)
@@ -1545,9 +1556,7 @@ static void script_in_flight_fail(Fixture *f)
 
 	/* Base protocol: no HELLO; gid_a was being unregistered, so only
 	 * gid_b comes back; and the MAD is not resent. */
-	fd = srv_accept(f);
-	srv_expect_reg(fd, gid_b, 0);
-	srv_expect_eof(fd);
+	srv_expect_back_with(f, gid_b);
 }
 
 static void test_reconnect_in_flight(Fixture *f, gconstpointer data)
@@ -1562,8 +1571,7 @@ static void test_reconnect_in_flight(Fixture *f, gconstpointer data)
 	(void)data;
 	server_start(f, script_in_flight_fail);
 	m = open_reconnect(f, RDMACM_MUX_OPEN_BASE_PROTOCOL, 20, 100, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t[0]), ==, 0);
-	g_assert_cmpint(wait_ok(m, t[0]), ==, 0);
+	register_ok(m, gid_a);
 
 	fill_addr(&addr);
 	fill_mad(mad, sizeof(mad));
@@ -1614,9 +1622,7 @@ static void script_unreg_away(Fixture *f)
 	 * is registered again. */
 	wait_queue(f->to_server);
 	srv_listen_again(f);
-	fd = srv_accept(f);
-	srv_expect_reg(fd, gid_b, 0);
-	srv_expect_eof(fd);
+	srv_expect_back_with(f, gid_b);
 }
 
 /* A GID given up while reconnecting (the call fails with -ENOTCONN, as QEMU
@@ -1631,10 +1637,8 @@ static void test_reconnect_unreg_away(Fixture *f, gconstpointer data)
 	(void)data;
 	server_start(f, script_unreg_away);
 	m = open_reconnect(f, RDMACM_MUX_OPEN_BASE_PROTOCOL, 10, 50, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	register_ok(m, gid_a);
+	register_ok(m, gid_b);
 	signal_queue(f->to_server);
 
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
@@ -1684,13 +1688,11 @@ static void test_reconnect_backoff(Fixture *f, gconstpointer data)
 	const BackoffCase *c = data;
 	struct rdmacm_mux_event ev;
 	struct rdmacm_mux *m;
-	uint32_t t;
 	gint64 prev;
 
 	server_start(f, script_crash_loop);
 	m = open_reconnect(f, 0, c->initial_ms, c->max_ms, c->jitter);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	register_ok(m, gid_a);
 	g_async_queue_push(f->to_server, GINT_TO_POINTER(c->crashes));
 
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
@@ -1757,15 +1759,12 @@ static void test_reconnect_gid_lost(Fixture *f, gconstpointer data)
 {
 	struct rdmacm_mux_event ev;
 	struct rdmacm_mux *m;
-	uint32_t t;
 
 	(void)data;
 	server_start(f, script_gid_lost);
 	m = open_reconnect(f, 0, 10, 50, 10);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_a, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(m, gid_b, &t), ==, 0);
-	g_assert_cmpint(wait_ok(m, t), ==, 0);
+	register_ok(m, gid_a);
+	register_ok(m, gid_b);
 	signal_queue(f->to_server);
 
 	expect_event(m, TRUE, RDMACM_MUX_EVENT_DISCONNECTED, &ev);
