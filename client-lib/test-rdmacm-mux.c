@@ -400,14 +400,7 @@ static void script_hello_stats(Fixture *f)
 	expect_bytes(golden, req, "CLIENT_STATS");
 	gold_frame_hdr(resp, GOLD_MSG_RESP, GOLD_OP_CLIENT_STATS, NULL, 0,
 		       GOLD_STATS_SIZE);
-	gold_put_u64(p, GOLD_STATS_TX_MADS, 11);
-	gold_put_u64(p, GOLD_STATS_TX_REJECTED, 12);
-	gold_put_u64(p, GOLD_STATS_RX_MADS, 13);
-	gold_put_u64(p, GOLD_STATS_RX_DROPPED, 14);
-	gold_put_u64(p, GOLD_STATS_REQUESTS, 15);
-	gold_put_u32(p, GOLD_STATS_GIDS, 16);
-	gold_put_u32(p, GOLD_STATS_SESSIONS, 17);
-	gold_put_u32(p, GOLD_STATS_QUEUED, 18);
+	gold_put_stats(p, (const uint64_t[8]){ 11, 12, 13, 14, 15, 16, 17, 18 });
 	srv_write(fd, resp, sizeof(resp));
 
 	/* A failed stats query carries no counters. */

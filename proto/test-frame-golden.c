@@ -120,6 +120,20 @@ UNIT_TEST("/proto/layout/byte-order", test_byte_order)
 	g_assert_cmpuint(b[3], ==, 1);
 }
 
+/* The struct side of gold_frame_hdr(): a frame all zero but for these
+ * header fields (@sgid NULL: zero). */
+static void struct_frame(struct rdmacm_mux_msg *msg, uint32_t msg_type, uint32_t op_code,
+			 const uint8_t *sgid, int32_t err_code, uint32_t umad_len)
+{
+	memset(msg, 0, sizeof(*msg));
+	msg->hdr.msg_type = msg_type;
+	msg->hdr.op_code = op_code;
+	if (sgid)
+		memcpy(msg->hdr.sgid.raw, sgid, 16);
+	msg->hdr.err_code = err_code;
+	msg->umad_len = umad_len;
+}
+
 static void check_gid_request(uint32_t op_code, const char *what)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
@@ -127,10 +141,7 @@ static void check_gid_request(uint32_t op_code, const char *what)
 
 	gold_frame_hdr(golden, GOLD_MSG_REQ, op_code, gid_local, 0, 0);
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-	msg.hdr.op_code = op_code;
-	memcpy(msg.hdr.sgid.raw, gid_local, 16);
+	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, op_code, gid_local, 0, 0);
 	assert_encodes(golden, &msg, what);
 
 	decode(golden, &msg);
@@ -221,11 +232,7 @@ UNIT_TEST("/proto/frame/mad-request", test_mad_request)
 	g_assert_cmpuint(golden[355], ==, mad[255]);
 #endif
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-	msg.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
-	memcpy(msg.hdr.sgid.raw, gid_local, 16);
-	msg.umad_len = 256;
+	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 256);
 	fill_struct_addr(&msg.umad.hdr.addr);
 	memcpy(msg.umad.mad, mad, 256);
 	assert_encodes(golden, &msg, "MAD request");
@@ -249,10 +256,7 @@ UNIT_TEST("/proto/frame/mad-request-short", test_mad_request_short)
 	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_MAD, gid_local, 0, 24);
 	memcpy(golden + GOLD_OFF_MAD, mad, 24);
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
-	memcpy(msg.hdr.sgid.raw, gid_local, 16);
-	msg.umad_len = 24;
+	struct_frame(&msg, 0, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 24);
 	memcpy(msg.umad.mad, mad, 24);
 	assert_encodes(golden, &msg, "short MAD request");
 }
@@ -270,11 +274,7 @@ UNIT_TEST("/proto/frame/resp-err-codes", test_resp_err_codes)
 
 		gold_frame_hdr(golden, GOLD_MSG_RESP, op, gid_local, codes[i], 0);
 
-		memset(&msg, 0, sizeof(msg));
-		msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
-		msg.hdr.op_code = op;
-		memcpy(msg.hdr.sgid.raw, gid_local, 16);
-		msg.hdr.err_code = codes[i];
+		struct_frame(&msg, RDMACM_MUX_MSG_TYPE_RESP, op, gid_local, codes[i], 0);
 		assert_encodes(golden, &msg, "RESP");
 
 		decode(golden, &msg);
@@ -321,11 +321,7 @@ UNIT_TEST("/proto/frame/inbound-mad", test_inbound_mad)
 	fill_golden_addr(golden);
 	memcpy(golden + GOLD_OFF_MAD, mad, 256);
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-	msg.hdr.op_code = RDMACM_MUX_OP_CODE_MAD;
-	memcpy(msg.hdr.sgid.raw, gid_local, 16);
-	msg.umad_len = 256;
+	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 256);
 	msg.umad.hdr.agent_id = 7;
 	msg.umad.hdr.length = 256 + 64;
 	fill_struct_addr(&msg.umad.hdr.addr);
@@ -369,10 +365,8 @@ UNIT_TEST("/proto/frame/hello", test_hello)
 	}
 #endif
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
-	msg.hdr.op_code = RDMACM_MUX_OP_CODE_HELLO;
-	msg.umad_len = sizeof(hello);
+	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_HELLO, NULL, 0,
+		     sizeof(hello));
 	memcpy(msg.umad.mad, &hello, sizeof(hello));
 	assert_encodes(golden, &msg, "HELLO request");
 
@@ -426,19 +420,10 @@ UNIT_TEST("/proto/frame/client-stats", test_client_stats)
 	/* Response. */
 	gold_frame_hdr(golden, GOLD_MSG_RESP, GOLD_OP_CLIENT_STATS, NULL, 0,
 		       GOLD_STATS_SIZE);
-	gold_put_u64(p, GOLD_STATS_TX_MADS, 0x0102030405060708ull);
-	gold_put_u64(p, GOLD_STATS_TX_REJECTED, 2);
-	gold_put_u64(p, GOLD_STATS_RX_MADS, 3);
-	gold_put_u64(p, GOLD_STATS_RX_DROPPED, 4);
-	gold_put_u64(p, GOLD_STATS_REQUESTS, 5);
-	gold_put_u32(p, GOLD_STATS_GIDS, 6);
-	gold_put_u32(p, GOLD_STATS_SESSIONS, 7);
-	gold_put_u32(p, GOLD_STATS_QUEUED, 8);
+	gold_put_stats(p, (const uint64_t[8]){ 0x0102030405060708ull, 2, 3, 4, 5, 6, 7, 8 });
 
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.msg_type = RDMACM_MUX_MSG_TYPE_RESP;
-	msg.hdr.op_code = RDMACM_MUX_OP_CODE_CLIENT_STATS;
-	msg.umad_len = sizeof(st);
+	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_RESP, RDMACM_MUX_OP_CODE_CLIENT_STATS, NULL, 0,
+		     sizeof(st));
 	st = (struct rdmacm_mux_client_stats){
 		.tx_mads = 0x0102030405060708ull,
 		.tx_rejected = 2,

@@ -150,6 +150,20 @@ static inline void gold_put_u64(uint8_t *b, size_t off, uint64_t v)
 	gold_put_uint(b, off, v, 8);
 }
 
+/* A CLIENT_STATS answer's payload at @p: @v in the layout's order,
+ * tx_mads, tx_rejected, rx_mads, rx_dropped, requests (64 bits each),
+ * gids, sessions, queued (32 bits each). */
+static inline void gold_put_stats(uint8_t *p, const uint64_t v[8])
+{
+	static const size_t off[8] = { GOLD_STATS_TX_MADS, GOLD_STATS_TX_REJECTED,
+				       GOLD_STATS_RX_MADS, GOLD_STATS_RX_DROPPED,
+				       GOLD_STATS_REQUESTS, GOLD_STATS_GIDS,
+				       GOLD_STATS_SESSIONS, GOLD_STATS_QUEUED };
+
+	for (size_t i = 0; i < 8; i++)
+		gold_put_uint(p, off[i], v[i], i < 5 ? 8 : 4);
+}
+
 static inline uint16_t gold_get_u16(const uint8_t *b, size_t off)
 {
 	return (uint16_t)gold_get_uint(b, off, 2);
