@@ -771,25 +771,26 @@ UNIT_FIXTURE_TEST("/metrics/textfile-example", NULL, fixture_setup, test_textfil
 
 /* ---- the sender queue ---- */
 
-UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue)
+/* UNREACHABLE REQs from a1 to GIDs no port has (::ffff:10.0.5.1 for all
+ * with @one_dest, else .1, .2, ...), comm ids from @comm and TIDs from
+ * @tid: the daemon takes them all in and they wait with the senders while
+ * the fabric holds them; released, each fails with -ETIMEDOUT. */
+static void held_reqs_time_out(Fixture *f, bool one_dest, uint32_t comm, uint64_t tid)
 {
 	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
 	struct rdmacm_mux_response resp;
 	uint32_t tickets[UNREACHABLE];
 	uint8_t mad[256];
-	(void)data;
 
 	for (unsigned i = 0; i < UNREACHABLE; i++) {
-		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", one_dest ? 1 : i + 1);
 
 		gid_parse(text, addr.gid);
-		mad_build_req(mad, 0x100 + i, f->a1->gid, addr.gid, 0x900 + i);
+		mad_build_req(mad, comm + i, f->a1->gid, addr.gid, tid + i);
 		g_assert_cmpint(rdmacm_mux_send_mad(f->a1->mux, f->a1->gid, &addr, mad, 256,
 						    &tickets[i]),
 				==, 0);
 	}
-	/* The daemon takes them in; each write stalls until released, so
-	 * all are with the sender processes until then. */
 	(void)rdmacm_mux_process(f->a1->mux);
 	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, UNREACHABLE);
 	fabric_hold_unreachable(f->fabric, false);
@@ -797,6 +798,15 @@ UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_
 		g_assert_cmpint(rdmacm_mux_wait(f->a1->mux, tickets[i], 20000, &resp), ==, 0);
 		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
 	}
+}
+
+UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_queue)
+{
+	(void)data;
+
+	/* Each write stalls until released: all are with the sender
+	 * processes until then. */
+	held_reqs_time_out(f, false, 0x100, 0x900);
 	{
 		g_autoptr(PromPage) p = page_read(f->da, NULL);
 
@@ -818,28 +828,11 @@ UNIT_FIXTURE_TEST("/metrics/sender-queue", NULL, unreachable_setup, test_sender_
 UNIT_FIXTURE_TEST("/metrics/sender-unreachable-once", NULL, unreachable_setup,
 		  test_sender_unreachable_once)
 {
-	struct rdmacm_mux_mad_addr addr = { .grh_present = 1, .hop_limit = 64 };
-	struct rdmacm_mux_response resp;
 	g_autoptr(PromPage) p = NULL;
-	uint32_t tickets[UNREACHABLE];
-	uint8_t mad[256];
 	(void)data;
 
-	gid_parse("::ffff:10.0.5.1", addr.gid);
-	for (unsigned i = 0; i < UNREACHABLE; i++) {
-		mad_build_req(mad, 0x400 + i, f->a1->gid, addr.gid, 0xa00 + i);
-		g_assert_cmpint(rdmacm_mux_send_mad(f->a1->mux, f->a1->gid, &addr, mad, 256,
-						    &tickets[i]),
-				==, 0);
-	}
 	/* All six wait behind the one write, which ends when released. */
-	(void)rdmacm_mux_process(f->a1->mux);
-	daemon_wait_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL, UNREACHABLE);
-	fabric_hold_unreachable(f->fabric, false);
-	for (unsigned i = 0; i < UNREACHABLE; i++) {
-		g_assert_cmpint(rdmacm_mux_wait(f->a1->mux, tickets[i], 20000, &resp), ==, 0);
-		g_assert_cmpint(resp.error, ==, -ETIMEDOUT);
-	}
+	held_reqs_time_out(f, true, 0x400, 0xa00);
 	p = page_read(f->da, NULL);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_sender_written_mads_total", NULL), ==, 1);
 	g_assert_cmpfloat(prom_page_value(p, "rdmacm_mux_tx_refused_total",

@@ -220,6 +220,15 @@ static int32_t qemu_answer(int fd)
 	return m.hdr.err_code;
 }
 
+/* A QEMU on VM @name's socket that registered @gid there. */
+static int qemu_vm_up(Fixture *f, const char *name, const uint8_t gid[IB_GID_LEN])
+{
+	int fd = qemu_connect_vm(f->da, name);
+
+	g_assert_cmpint(qemu_reg(fd, gid), ==, 0);
+	return fd;
+}
+
 /* REQ, REP, RTU between the QEMU on @fd (GID @own) and the peer: the
  * connection a VM that got its GID sets up. */
 static void handshake(Fixture *f, int fd, const uint8_t own[IB_GID_LEN])
@@ -257,8 +266,7 @@ UNIT_FIXTURE_TEST("/vms/unregistered", NULL, fixture_setup, test_unregistered)
 
 	vm_add(f->da, "a", GID_A);
 	vm_add(f->da, "b", GID_B);
-	qb = qemu_connect_vm(f->da, "b");
-	g_assert_cmpint(qemu_reg(qb, f->b), ==, 0);
+	qb = qemu_vm_up(f, "b", f->b);
 	g_assert_cmpint(qemu_reg(qb, f->a), ==, RDMACM_MUX_ERR_CODE_EACCES);
 	shared = raw_connect(f->da);
 	g_assert_cmpint(qemu_reg(shared, f->a), ==, RDMACM_MUX_ERR_CODE_EACCES);
@@ -277,8 +285,7 @@ UNIT_FIXTURE_TEST("/vms/unregistered", NULL, fixture_setup, test_unregistered)
 	g_clear_pointer(&v, json_node_unref);
 
 	/* A comes, registers, and connects. */
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	handshake(f, qa, f->a);
 	v = vms_json(f->da);
 	g_assert_true(vm_gid_registered(v, "a", GID_A));
@@ -325,8 +332,7 @@ UNIT_FIXTURE_TEST("/vms/after-del", NULL, fixture_setup, test_after_del)
 	}
 
 	vm_add(f->da, "a", GID_A);
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	handshake(f, qa, f->a);
 	close(qa);
 	close(qb);
@@ -365,8 +371,7 @@ UNIT_FIXTURE_TEST("/vms/shared-socket-assigned", assigned_opts, fixture_setup,
 	g_assert_cmpint(vm_counter(v, "", "gid_refused", "not-on-port"), ==, 1);
 	g_assert_cmpint(vm_counter(v, "b", "gid_refused", "other-vm"), ==, 1);
 
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	handshake(f, qa, f->a);
 	close(qa);
 	close(qb);
@@ -395,8 +400,7 @@ static void restart_attack(Fixture *f, int sig)
 	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "add", "b", "--gid", GID_B, "--mode",
 						       "0600", NULL }));
 	g_assert_cmpint(stat(b_path, &before), ==, 0);
-	qb = qemu_connect_vm(f->da, "b");
-	g_assert_cmpint(qemu_reg(qb, f->b), ==, 0);
+	qb = qemu_vm_up(f, "b", f->b);
 	shared = raw_connect(f->da);
 	/* An answer: the daemon took this connection in (a crash between its
 	 * accept() and storing it would close it, whatever the VMs). */
@@ -433,8 +437,7 @@ static void restart_attack(Fixture *f, int sig)
 	g_assert_cmpint(vm_counter(v, "b", "gid_refused", "other-vm"), ==, 2);
 	g_assert_cmpint(vm_counter(v, "", "gid_refused", "other-vm"), ==, 1);
 
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	handshake(f, qa, f->a);
 	close(qa);
 	close(qb);
@@ -510,8 +513,7 @@ UNIT_FIXTURE_TEST("/vms/restart-applies-assignments", supervised_opts, fixture_s
 	log = daemon_output(f->da);
 	g_assert_nonnull(strstr(log, "converted into this version's format"));
 	g_assert_nonnull(vm_of(v, "a"));
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	close(qa);
 	/* The client is still there, and holds nothing. */
 	raw_frame(&m, RDMACM_MUX_OP_CODE_UNREG, c);
@@ -538,8 +540,7 @@ UNIT_FIXTURE_TEST("/vms/set", NULL, fixture_setup, test_set)
 
 	gid_parse(GID_C, c);
 	vm_add(f->da, "a", GID_A);
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	handshake(f, qa, f->a);
 	shared = raw_connect(f->da);
 	g_assert_cmpint(qemu_reg(shared, c), ==, 0);
@@ -580,8 +581,7 @@ UNIT_FIXTURE_TEST("/vms/bounds", bound_opts, fixture_setup, test_bounds)
 			       &out, &err),
 			==, 1);
 	g_assert_nonnull(strstr(err, "2 VMs is the limit (--max-vms)"));
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	/* A second connection on A's socket: closed at once. */
 	second = qemu_connect_vm(f->da, "a");
 	g_assert_cmpint(raw_recv(second, &m, 5000), ==, -EPIPE);
@@ -842,8 +842,7 @@ UNIT_FIXTURE_TEST("/vms/metrics", NULL, fixture_setup, test_metrics)
 
 	vm_add(f->da, "a", GID_A);
 	vm_add(f->da, "b", GID_B);
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	mad_build_req(mad, 0x42, f->a, f->peer->gid, 0x4242);
 	qemu_send(qa, f->a, mad);
 	qemu_send(qa, f->a, mad); /* its CM's retry: the same TID */
@@ -900,8 +899,7 @@ UNIT_FIXTURE_TEST("/vms/metrics-restart", supervised_opts, fixture_setup, test_m
 	(void)data;
 
 	vm_add(f->da, "a", GID_A);
-	qa = qemu_connect_vm(f->da, "a");
-	g_assert_cmpint(qemu_reg(qa, f->a), ==, 0);
+	qa = qemu_vm_up(f, "a", f->a);
 	mad_build_req(req, 0x42, f->a, f->peer->gid, 0x4242);
 	qemu_send(qa, f->a, req);
 	vm_expect(f->peer, CM_REQ, &in);
