@@ -734,6 +734,18 @@ void qemu_pairs_open(QemuPairs *p, unsigned n)
 	}
 }
 
+void qemu_pairs_expect_quiet(const QemuPairs *p)
+{
+	daemon_wait_metric(p->da, "rdmacm_mux_client_queued_frames", NULL, 0);
+	daemon_wait_metric(p->db, "rdmacm_mux_client_queued_frames", NULL, 0);
+	for (unsigned i = 0; i < p->n; i++) {
+		struct rdmacm_mux_msg m;
+
+		g_assert_cmpint(raw_recv(p->q[i], &m, 0), ==, -ETIMEDOUT);
+		vm_expect_empty(p->b[i]);
+	}
+}
+
 void qemu_pairs_free(QemuPairs *p)
 {
 	for (unsigned i = 0; i < p->n; i++) {

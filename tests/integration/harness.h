@@ -186,6 +186,9 @@ typedef struct QemuPairs {
 
 /* Start daemon B on @p->fabric and @n pairs between @p->da and B. */
 void qemu_pairs_open(QemuPairs *p, unsigned n);
+/* Wait until neither daemon holds a frame for a client, then assert that
+ * no client and no peer has anything more to read: nothing came twice. */
+void qemu_pairs_expect_quiet(const QemuPairs *p);
 /* Free all @p holds: the pairs, both daemons, the supervisor, the fabric. */
 void qemu_pairs_free(QemuPairs *p);
 

@@ -16,6 +16,7 @@
 # never sends READY=1.
 #
 # Environment (set by meson): RDMACM_MUX_BIN UMAD_SIM_LIB UMAD_SIM_CLI.
+import contextlib
 import os
 import re
 import select
@@ -219,19 +220,28 @@ def full_contract(tmp, fabric, name, wrap_pid):
         log.close()
 
 
-def watchdog_disabled(tmp, fabric):
-    # WATCHDOG_PID names some other process: sd_watchdog_enabled() says no.
-    extra = {"WATCHDOG_USEC": str(WATCHDOG_USEC), "WATCHDOG_PID": "1"}
-    proc, notify, sock, log = run_daemon(tmp, fabric, "foreign-pid", extra)
+@contextlib.contextmanager
+def watched_daemon(tmp, fabric, name, extra):
+    """A daemon run that must send READY=1 first and, when the block is
+    done, STOPPING=1 on SIGTERM and exit 0; killed and closed whatever
+    happens. Yields the daemon and its notify socket."""
+    proc, notify, _, log = run_daemon(tmp, fabric, name, extra)
     try:
-        check(notify.wait_for(lambda l: l == "READY=1", 10), "foreign-pid: READY=1 arrives")
-        dog = notify.wait_for(lambda l: l == "WATCHDOG=1", 4 * WATCHDOG_USEC / 1e6)
-        check(dog is None, "foreign-pid: no WATCHDOG=1 when WATCHDOG_PID is another process")
+        check(notify.wait_for(lambda l: l == "READY=1", 10), f"{name}: READY=1 arrives")
+        yield proc, notify
         stopping, rc = stop(proc, notify)
-        check(stopping and rc == 0, "foreign-pid: STOPPING=1 and exit 0")
+        check(stopping and rc == 0, f"{name}: STOPPING=1 and exit 0")
     finally:
         reap(proc, notify)
         log.close()
+
+
+def watchdog_disabled(tmp, fabric):
+    # WATCHDOG_PID names some other process: sd_watchdog_enabled() says no.
+    extra = {"WATCHDOG_USEC": str(WATCHDOG_USEC), "WATCHDOG_PID": "1"}
+    with watched_daemon(tmp, fabric, "foreign-pid", extra) as (_, notify):
+        dog = notify.wait_for(lambda l: l == "WATCHDOG=1", 4 * WATCHDOG_USEC / 1e6)
+        check(dog is None, "foreign-pid: no WATCHDOG=1 when WATCHDOG_PID is another process")
 
 
 def watchdog_stalled_loop(tmp, fabric):
@@ -239,9 +249,7 @@ def watchdog_stalled_loop(tmp, fabric):
     # in that time (systemd would kill such a daemon, as it should), and
     # the pings resume when the loop turns again.
     extra = {"WATCHDOG_USEC": str(WATCHDOG_USEC)}
-    proc, notify, sock, log = run_daemon(tmp, fabric, "stalled", extra)
-    try:
-        check(notify.wait_for(lambda l: l == "READY=1", 10), "stalled: READY=1 arrives")
+    with watched_daemon(tmp, fabric, "stalled", extra) as (_, notify):
         check(notify.wait_for(lambda l: l == "WATCHDOG=1", 2), "stalled: WATCHDOG=1 before the stall")
         t_stall = time.time()
         subprocess.run([os.environ["UMAD_SIM_CLI"], "stall", fabric, "simA", "1", "1500"],
@@ -260,11 +268,6 @@ def watchdog_stalled_loop(tmp, fabric):
               f"{max(gaps) if gaps else 0:.3f} s, the stall 1.5 s)")
         check(times and times[-1] > t_stall + 1.5,
               "stalled: WATCHDOG=1 again once the loop turns")
-        stopping, rc = stop(proc, notify)
-        check(stopping and rc == 0, "stalled: STOPPING=1 and exit 0")
-    finally:
-        reap(proc, notify)
-        log.close()
 
 
 def failures(tmp, fabric):

@@ -109,6 +109,19 @@ vm_check() {
 	fi
 }
 
+# vm_fail MESSAGE: records a FAIL that no single command decides.
+vm_fail() {
+	echo "FAIL: $*"
+	VM_FAILED=$((VM_FAILED + 1))
+}
+
+# vm_check_rxe0_held BY: rxe0's CM class is held (by BY, as the message
+# says), rxe1's is still free to register.
+vm_check_rxe0_held() {
+	vm_check "rxe0's CM class is held by $1: EINVAL" umad-probe expect-owned rxe0 1
+	vm_check "rxe1's is still free" umad-probe register rxe1 1
+}
+
 # vm_check_fails DESCRIPTION COMMAND...: COMMAND must exit non-zero.
 vm_check_fails() {
 	desc=$1
@@ -316,8 +329,7 @@ vm_check_counters() {
 			[ "$want_tx$want_rx" = 00 ] ||
 				echo "PASS: $d counters $a tx $got_tx rx $got_rx match its clients"
 		else
-			echo "FAIL: $d counters $a tx $got_tx rx $got_rx, its clients did tx $want_tx rx $want_rx"
-			VM_FAILED=$((VM_FAILED + 1))
+			vm_fail "$d counters $a tx $got_tx rx $got_rx, its clients did tx $want_tx rx $want_rx"
 		fi
 	done
 }

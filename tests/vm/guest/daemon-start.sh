@@ -15,12 +15,9 @@ mux=$!
 if vm_wait_path "$sock" 20; then
 	echo "PASS: socket $sock appeared"
 	vm_check "the socket is a UNIX socket" [ -S "$sock" ]
-	vm_check "rxe0's CM class is owned by the daemon" \
-		umad-probe expect-owned rxe0 1
-	vm_check "rxe1 is still free" umad-probe register rxe1 1
+	vm_check_rxe0_held "the daemon"
 else
-	echo "FAIL: no socket $sock after 20 s"
-	VM_FAILED=$((VM_FAILED + 1))
+	vm_fail "no socket $sock after 20 s"
 fi
 kill -TERM "$mux" 2>/dev/null
 wait "$mux"

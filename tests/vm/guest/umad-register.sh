@@ -19,12 +19,9 @@ umad-probe hold rxe0 1 </tmp/hold.in >/tmp/hold.out 2>&1 &
 holder=$!
 exec 3>/tmp/hold.in
 if vm_wait_grep /tmp/hold.out holding 10; then
-	vm_check "rxe0 owned by another process: EINVAL" \
-		umad-probe expect-owned rxe0 1
-	vm_check "rxe1 still free" umad-probe register rxe1 1
+	vm_check_rxe0_held "another process"
 else
-	echo "FAIL: holder did not register: $(cat /tmp/hold.out)"
-	VM_FAILED=$((VM_FAILED + 1))
+	vm_fail "holder did not register: $(cat /tmp/hold.out)"
 fi
 exec 3>&-
 wait "$holder"
