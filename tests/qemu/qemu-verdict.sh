@@ -14,24 +14,33 @@ show_log() {
 	echo "----- end of serial log -----"
 }
 failed=0
-check() { # description, then an extended regex that must match a line
-	if grep -Eq -- "$2" <<<"$clean"; then
-		echo "qemu: ok   $1"
+# check_in TEXT DESCRIPTION REGEX: a line of TEXT (the log, or a phase of
+# it) matches REGEX.
+check_in() {
+	if grep -Eq -- "$3" <<<"$1"; then
+		echo "qemu: ok   $2"
 	else
-		echo "qemu: FAIL $1 (no line matches /$2/)"
+		echo "qemu: FAIL $2 (no line matches /$3/)"
 		failed=1
 	fi
 }
-check_not() { # description, then an extended regex that must match no line
+# check_not_in TEXT DESCRIPTION REGEX: no line of TEXT matches REGEX; a
+# phase that never came is a failure, not a pass.
+check_not_in() {
 	local m
-	if m=$(grep -E -m 3 -- "$2" <<<"$clean"); then
-		echo "qemu: FAIL $1:"
+	if [[ -z $1 ]]; then
+		echo "qemu: FAIL $2: the run never got to that phase"
+		failed=1
+	elif m=$(grep -E -m 3 -- "$3" <<<"$1"); then
+		echo "qemu: FAIL $2:"
 		printf '        %s\n' "$m"
 		failed=1
 	else
-		echo "qemu: ok   $1"
+		echo "qemu: ok   $2"
 	fi
 }
+check() { check_in "$clean" "$@"; }         # description, regex: in the whole log
+check_not() { check_not_in "$clean" "$@"; } # description, regex: nowhere in it
 check_count() { # description, regex, expected count
 	local n
 	n=$(grep -Ec -- "$2" <<<"$clean" || true)
@@ -66,28 +75,6 @@ after_term=$(phase 'outer: .*ACTION term: SIGTERM' '')
 kill9=$(phase 'outer: .*ACTION kill:' 'outer: .*ACTION down:')
 down=$(phase 'outer: .*ACTION down: SIGTERM' 'outer: .*ACTION down: the rxe0 daemon was away')
 after_down=$(phase 'outer: .*ACTION down: the rxe0 daemon was away' '')
-# check_in TEXT DESCRIPTION REGEX: as check, in TEXT (a phase).
-check_in() {
-	if grep -Eq -- "$3" <<<"$1"; then
-		echo "qemu: ok   $2"
-	else
-		echo "qemu: FAIL $2 (no line matches /$3/)"
-		failed=1
-	fi
-}
-check_not_in() { # a phase that never came is a failure, not a pass
-	local m
-	if [[ -z $1 ]]; then
-		echo "qemu: FAIL $2: the run never got to that phase"
-		failed=1
-	elif m=$(grep -E -m 3 -- "$3" <<<"$1"); then
-		echo "qemu: FAIL $2:"
-		printf '        %s\n' "$m"
-		failed=1
-	else
-		echo "qemu: ok   $2"
-	fi
-}
 check "outer VM set up rxe0, rxe1, both daemons and the responder" '^OUTER-READY'
 
 # remapped G TXATTR RXATTR: guest G's comm id went out under another wire
