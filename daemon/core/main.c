@@ -240,26 +240,31 @@ static int parse_options(int argc, char **argv, Options *o)
 	g_autoptr(GOptionContext) ctx = g_option_context_new("- relay IB CM MADs between one RDMA port and many clients");
 	g_autoptr(GError) error = NULL;
 
-	o->port = 1;
-	o->max_clients = 1024;
-	o->max_trace_readers = CONTROL_MAX_TRACE_READERS;
-	o->register_timeout_ms = 900000;
-	o->max_gids = 32;
-	o->max_sessions = 16384;
-	o->max_half_open = 1024;
-	o->max_half_open_per_peer = 256;
-	o->max_total_sessions = 1 << 20;
-	o->max_total_half_open = 1 << 16;
-	o->max_queue = 1024;
-	o->senders = 8;
-	o->max_slow_sends = 2;
-	o->unreachable_cache_ms = 1000;
-	o->send_timeout_ms = 4000;
-	o->handshake_timeout_ms = 120000;
-	o->closing_timeout_ms = 150000;
-	o->sidr_timeout_ms = 60000;
-	o->max_vms = VM_HOST_MAX_VMS;
-	o->max_vm_clients = VM_HOST_MAX_VM_CLIENTS;
+	/* The defaults; what main() took before the parser keeps. */
+	*o = (Options){
+		.exe = o->exe,
+		.argv = o->argv,
+		.port = 1,
+		.max_clients = 1024,
+		.max_trace_readers = CONTROL_MAX_TRACE_READERS,
+		.register_timeout_ms = 900000,
+		.max_gids = 32,
+		.max_sessions = 16384,
+		.max_half_open = 1024,
+		.max_half_open_per_peer = 256,
+		.max_total_sessions = 1 << 20,
+		.max_total_half_open = 1 << 16,
+		.max_queue = 1024,
+		.senders = 8,
+		.max_slow_sends = 2,
+		.unreachable_cache_ms = 1000,
+		.send_timeout_ms = 4000,
+		.handshake_timeout_ms = 120000,
+		.closing_timeout_ms = 150000,
+		.sidr_timeout_ms = 60000,
+		.max_vms = VM_HOST_MAX_VMS,
+		.max_vm_clients = VM_HOST_MAX_VM_CLIENTS,
+	};
 
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	g_option_context_set_description(ctx,
