@@ -22,16 +22,19 @@ HandoffSection *handoff_header_init(void *page, uint32_t kind, uint32_t n, uint6
 {
 	HandoffHeader *h = page;
 
+	/* Every field not named here, the reserved ones too, is zero. */
+	*h = (HandoffHeader){
+		.major = HANDOFF_MAJOR,
+		.minor = HANDOFF_MINOR,
+		.header_size = HANDOFF_HEADER_SIZE,
+		.kind = kind,
+		.n_sections = n,
+		.pair_id = pair_id,
+		.port = (uint32_t)port,
+	};
 	memcpy(h->magic, HANDOFF_MAGIC, sizeof(h->magic));
-	h->major = HANDOFF_MAJOR;
-	h->minor = HANDOFF_MINOR;
-	h->header_size = HANDOFF_HEADER_SIZE;
-	h->kind = kind;
-	h->n_sections = n;
-	h->pair_id = pair_id;
 	g_strlcpy(h->writer, handoff_writer(), sizeof(h->writer));
 	g_strlcpy(h->dev, dev, sizeof(h->dev));
-	h->port = (uint32_t)port;
 	return (HandoffSection *)(void *)((uint8_t *)page + HANDOFF_HEADER_SIZE);
 }
 
