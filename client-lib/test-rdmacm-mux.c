@@ -701,16 +701,10 @@ static void expect_mad_request(const uint8_t *got, size_t len)
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
 
 	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_MAD, gid_b, 0, (int32_t)len);
-	gold_put_be32(golden, GOLD_OFF_QPN, 1);
-	gold_put_be16(golden, GOLD_OFF_LID, 0x0101);
-	golden[GOLD_OFF_SL] = 3;
-	golden[GOLD_OFF_GRH_PRESENT] = 1;
-	golden[GOLD_OFF_GID_INDEX] = 9;
-	golden[GOLD_OFF_HOP_LIMIT] = 0xff;
-	golden[GOLD_OFF_TRAFFIC_CLASS] = 0x10;
-	memcpy(golden + GOLD_OFF_ADDR_GID, gid_remote, IB_GID_LEN);
-	gold_put_be32(golden, GOLD_OFF_FLOW_LABEL, 0x54321);
-	gold_put_u16(golden, GOLD_OFF_PKEY_INDEX, 1);
+	gold_put_addr(golden, &(GoldAddr){ .qpn = 1, .lid = 0x0101, .sl = 3, .grh_present = 1,
+					   .gid_index = 9, .hop_limit = 0xff, .traffic_class = 0x10,
+					   .gid = gid_remote, .flow_label = 0x54321,
+					   .pkey_index = 1 });
 	fill_mad(golden + GOLD_OFF_MAD, len);
 	expect_bytes(golden, got, "MAD request");
 }

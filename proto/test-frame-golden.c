@@ -167,18 +167,11 @@ UNIT_TEST("/proto/frame/unreg", test_unreg)
 /* The address QEMU puts in a MAD request, plus every field set once. */
 static void fill_golden_addr(uint8_t *golden)
 {
-	gold_put_be32(golden, GOLD_OFF_QPN, 1);
-	gold_put_be32(golden, GOLD_OFF_QKEY, 0x80010000u);
-	gold_put_be16(golden, GOLD_OFF_LID, 0x1234);
-	golden[GOLD_OFF_SL] = 5;
-	golden[GOLD_OFF_PATH_BITS] = 0x7f;
-	golden[GOLD_OFF_GRH_PRESENT] = 1;
-	golden[GOLD_OFF_GID_INDEX] = 3;
-	golden[GOLD_OFF_HOP_LIMIT] = 0xff;
-	golden[GOLD_OFF_TRAFFIC_CLASS] = 0x28;
-	memcpy(golden + GOLD_OFF_ADDR_GID, gid_remote, 16);
-	gold_put_be32(golden, GOLD_OFF_FLOW_LABEL, 0x000abcde);
-	gold_put_u16(golden, GOLD_OFF_PKEY_INDEX, 2);
+	gold_put_addr(golden, &(GoldAddr){ .qpn = 1, .qkey = 0x80010000u, .lid = 0x1234, .sl = 5,
+					   .path_bits = 0x7f, .grh_present = 1, .gid_index = 3,
+					   .hop_limit = 0xff, .traffic_class = 0x28,
+					   .gid = gid_remote, .flow_label = 0x000abcde,
+					   .pkey_index = 2 });
 }
 
 static void fill_struct_addr(struct rdmacm_mux_mad_addr *a)

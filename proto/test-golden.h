@@ -194,6 +194,32 @@ static inline void gold_put_be32(uint8_t *b, size_t off, uint32_t v)
 	b[off + 3] = (uint8_t)v;
 }
 
+/* A MAD request's address, in host order: what gold_put_addr() writes. */
+typedef struct GoldAddr {
+	uint32_t qpn, qkey, flow_label;
+	uint16_t lid, pkey_index;
+	uint8_t sl, path_bits, grh_present, gid_index, hop_limit, traffic_class;
+	const uint8_t *gid; /* 16 bytes */
+} GoldAddr;
+
+/* Write @a into the frame @golden: network order inside it but for the
+ * pkey index, which is the host's (as struct ib_mad_addr has it). */
+static inline void gold_put_addr(uint8_t *golden, const GoldAddr *a)
+{
+	gold_put_be32(golden, GOLD_OFF_QPN, a->qpn);
+	gold_put_be32(golden, GOLD_OFF_QKEY, a->qkey);
+	gold_put_be16(golden, GOLD_OFF_LID, a->lid);
+	golden[GOLD_OFF_SL] = a->sl;
+	golden[GOLD_OFF_PATH_BITS] = a->path_bits;
+	golden[GOLD_OFF_GRH_PRESENT] = a->grh_present;
+	golden[GOLD_OFF_GID_INDEX] = a->gid_index;
+	golden[GOLD_OFF_HOP_LIMIT] = a->hop_limit;
+	golden[GOLD_OFF_TRAFFIC_CLASS] = a->traffic_class;
+	memcpy(golden + GOLD_OFF_ADDR_GID, a->gid, 16);
+	gold_put_be32(golden, GOLD_OFF_FLOW_LABEL, a->flow_label);
+	gold_put_u16(golden, GOLD_OFF_PKEY_INDEX, a->pkey_index);
+}
+
 static inline uint32_t gold_get_be32(const uint8_t *b, size_t off)
 {
 	return (uint32_t)b[off] << 24 | (uint32_t)b[off + 1] << 16 |
