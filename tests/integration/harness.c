@@ -463,6 +463,27 @@ double daemon_cpu_seconds(const Daemon *d)
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
+void hosts_start(Fabric *f, const char *const *opts_a, const char *const *opts_b, Daemon **da,
+		 Daemon **db)
+{
+	*da = daemon_start(f, "simA", opts_a);
+	*db = daemon_start(f, "simB", opts_b);
+}
+
+void hosts_vms(Daemon *da, Daemon *db, const char *names, Vm **const *ret)
+{
+	g_auto(GStrv) each = g_strsplit(names, " ", -1);
+
+	for (size_t i = 0; each[i]; i++) {
+		const char *name = each[i];
+		g_autofree char *gid = NULL;
+
+		g_assert_true(name[0] == 'a' || name[0] == 'b');
+		gid = g_strdup_printf("::ffff:10.0.%d.%s", name[0] == 'a' ? 1 : 2, name + 1);
+		*ret[i] = vm_new(name[0] == 'a' ? da : db, gid, name);
+	}
+}
+
 void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -594,6 +615,27 @@ void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in)
 		g_error("%s: expected attr 0x%x, got 0x%x", vm->name, attr, mad_attr(in->mad));
 	/* Every inbound MAD is addressed to this VM's own GID. */
 	g_assert_cmpmem(in->local_gid, IB_GID_LEN, vm->gid, IB_GID_LEN);
+}
+
+void vm_send_expect(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inbound *in)
+{
+	g_assert_cmpint(vm_send(from, to->gid, mad), ==, 0);
+	vm_expect(to, mad_attr(mad), in);
+}
+
+uint32_t vm_req_rejected(Vm *from, Vm *to, uint32_t comm, uint64_t tid)
+{
+	struct rdmacm_mux_inbound in;
+	uint8_t mad[256];
+	uint32_t wire;
+
+	mad_build_req(mad, comm, from->gid, to->gid, tid);
+	vm_send_expect(from, to, mad, &in);
+	wire = mad_local(in.mad);
+	mad_build(mad, CM_REJ, 0, wire, tid + 1);
+	mad_set_rej(mad, 0, 28);
+	vm_send_expect(to, from, mad, &in);
+	return wire;
 }
 
 void vm_expect_empty(Vm *vm)

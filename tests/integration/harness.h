@@ -114,6 +114,14 @@ void supervisor_clear(Supervisor *s);
 /* fork and exec @argv with @envp plus the notify socket and the stored
  * fds, output to @log_fd. */
 GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd);
+/* The two-hosts fabric's daemons: A on simA with @opts_a, B on simB with
+ * @opts_b. */
+void hosts_start(Fabric *f, const char *const *opts_a, const char *const *opts_b, Daemon **da,
+		 Daemon **db);
+/* VMs by name, space-separated in @names: "aN" is a client of @da with
+ * GID ::ffff:10.0.1.N, "bN" one of @db with ::ffff:10.0.2.N; the i-th is
+ * stored in *@ret[i]. */
+void hosts_vms(Daemon *da, Daemon *db, const char *names, Vm **const *ret);
 /* A fixture's teardown: the @n VMs of @vms (NULL ones skipped), then both
  * daemons (either may be NULL), then the fabric. */
 void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n);
@@ -137,6 +145,12 @@ int vm_send(Vm *vm, const uint8_t dest[IB_GID_LEN], const uint8_t mad[256]);
 int vm_recv(Vm *vm, struct rdmacm_mux_inbound *in, int timeout_ms);
 /* Assert the next inbound MAD is @attr; return it in *in. */
 void vm_expect(Vm *vm, uint16_t attr, struct rdmacm_mux_inbound *in);
+/* @from sends @mad to @to, which must get it (its attribute) next. */
+void vm_send_expect(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inbound *in);
+/* @from sends a REQ with comm id @comm and TID @tid to @to, which rejects
+ * it (REJ, reason 28, TID @tid + 1): the session is closing. Return: the
+ * wire comm id @to saw. */
+uint32_t vm_req_rejected(Vm *from, Vm *to, uint32_t comm, uint64_t tid);
 /* Assert the VM holds no MAD now: none is buffered in the library or
  * readable on its socket. It does not wait: call it once the daemon has
  * shown (daemon_wait_metric()) that it dealt with everything that could

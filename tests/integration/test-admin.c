@@ -32,11 +32,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
 	f->fabric = fabric_new("two-hosts");
-	f->da = daemon_start(f->fabric, "simA", NULL);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
-	f->a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
-	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	hosts_start(f->fabric, NULL, NULL, &f->da, &f->db);
+	hosts_vms(f->da, f->db, "a1 a2 b1", (Vm **const[]){ &f->a1, &f->a2, &f->b1 });
 	f->tid = 0x100;
 }
 
@@ -118,12 +115,6 @@ static JsonObject *find_session(JsonNode *root, int64_t client_id, int64_t clien
 	}
 	g_assert_nonnull(hit);
 	return hit;
-}
-
-static void send_expect(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inbound *in)
-{
-	g_assert_cmpint(vm_send(from, to->gid, mad), ==, 0);
-	vm_expect(to, mad_attr(mad), in);
 }
 
 static const char *const attrs[] = { "REQ", "MRA", "REJ", "REP", "RTU", "DREQ",
@@ -220,7 +211,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 
 	/* REQ a1 -> b1, client comm id 7 */
 	mad_build_req(mad, 7, f->a1->gid, f->b1->gid, ++f->tid);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	wa = mad_local(in.mad);
 	sa = muxctl_json(f->da, "sessions");
 	s = find_session(sa, id_a1, 7);
@@ -240,7 +231,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 
 	/* REP b1 -> a1, client comm id 9 */
 	mad_build(mad, CM_REP, 9, wa, ++f->tid);
-	send_expect(f->b1, f->a1, mad, &in);
+	vm_send_expect(f->b1, f->a1, mad, &in);
 	wp = mad_local(in.mad);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 7);
 	g_clear_pointer(&sa, json_node_unref);
@@ -257,7 +248,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 
 	/* RTU: established on both sides, no timer */
 	mad_build(mad, CM_RTU, 7, wp, ++f->tid);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	g_clear_pointer(&sa, json_node_unref);
 	g_clear_pointer(&sb, json_node_unref);
 	sa = muxctl_json(f->da, "sessions");
@@ -270,7 +261,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 
 	/* SIDR a2 -> b1, request id 33 */
 	mad_build(mad, CM_SIDR_REQ, 33, 0, ++f->tid);
-	send_expect(f->a2, f->b1, mad, &in);
+	vm_send_expect(f->a2, f->b1, mad, &in);
 	ws = mad_local(in.mad);
 	g_clear_pointer(&sa, json_node_unref);
 	sa = muxctl_json(f->da, "sessions");
@@ -279,16 +270,12 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 	g_assert_cmpstr(member_str(s, "state"), ==, "sidr-sent");
 	g_assert_cmpstr(member_str(s, "timer"), ==, "sidr");
 	mad_build(mad, CM_SIDR_REP, ws, 0, ++f->tid);
-	send_expect(f->b1, f->a2, mad, &in);
+	vm_send_expect(f->b1, f->a2, mad, &in);
 	g_assert_cmpuint(mad_local(in.mad), ==, 33);
 
 	/* A REQ a2 -> b1 that b1 rejects: closing */
-	mad_build_req(mad, 44, f->a2->gid, f->b1->gid, ++f->tid);
-	send_expect(f->a2, f->b1, mad, &in);
-	wr = mad_local(in.mad);
-	mad_build(mad, CM_REJ, 0, wr, ++f->tid);
-	mad_set_rej(mad, 0, 28);
-	send_expect(f->b1, f->a2, mad, &in);
+	wr = vm_req_rejected(f->a2, f->b1, 44, f->tid + 1);
+	f->tid += 2;
 	g_clear_pointer(&sa, json_node_unref);
 	sa = muxctl_json(f->da, "sessions");
 	s = find_session(sa, id_a2, 44);
@@ -421,13 +408,13 @@ UNIT_FIXTURE_TEST("/admin/trace", NULL, fixture_setup, test_trace)
 	g_clear_pointer(&line, g_free);
 
 	mad_build_req(mad, 5, f->a1->gid, f->b1->gid, 0x77);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	wa = mad_local(in.mad);
 	mad_build(mad, CM_REP, 6, wa, 0x78);
-	send_expect(f->b1, f->a1, mad, &in);
+	vm_send_expect(f->b1, f->a1, mad, &in);
 	wp = mad_local(in.mad);
 	mad_build(mad, CM_RTU, 5, wp, 0x79);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 
 	/* text: time, direction, attribute, ids both ways, live */
 	{
@@ -537,7 +524,7 @@ static void check_alive(Fixture *f)
 
 	g_assert_cmpint(member_int(json_node_get_object(st), "clients"), ==, 2);
 	mad_build(mad, CM_SIDR_REQ, 99, 0, ++f->tid);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 }
 
 UNIT_FIXTURE_TEST("/admin/hostile", NULL, fixture_setup, test_hostile)

@@ -25,12 +25,8 @@ typedef struct Fixture {
 static void setup_with(Fixture *f, const char *const *opts)
 {
 	f->fabric = fabric_new("two-hosts");
-	f->da = daemon_start(f->fabric, "simA", opts);
-	f->db = daemon_start(f->fabric, "simB", opts);
-	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
-	f->a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
-	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
-	f->b2 = vm_new(f->db, "::ffff:10.0.2.2", "b2");
+	hosts_start(f->fabric, opts, opts, &f->da, &f->db);
+	hosts_vms(f->da, f->db, "a1 a2 b1 b2", (Vm **const[]){ &f->a1, &f->a2, &f->b1, &f->b2 });
 	f->tid = 0x5000;
 }
 

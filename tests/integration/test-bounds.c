@@ -51,8 +51,7 @@ static void unreachable_setup(Fixture *f, gconstpointer data)
 
 	(void)data;
 	f->fabric = fabric_new_args(fabric);
-	f->da = daemon_start(f->fabric, "simA", opts);
-	f->db = daemon_start(f->fabric, "simB", opts);
+	hosts_start(f->fabric, opts, opts, &f->da, &f->db);
 	f->tid = 0x7000;
 }
 

@@ -33,10 +33,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->fabric = fabric_new("two-hosts");
 	/* Other users reach the sockets in it (their modes decide the rest). */
 	g_assert_cmpint(chmod(f->fabric->dir, 0711), ==, 0);
-	f->da = daemon_start(f->fabric, "simA", data);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
-	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	hosts_start(f->fabric, data, NULL, &f->da, &f->db);
+	hosts_vms(f->da, f->db, "a1 b1", (Vm **const[]){ &f->a1, &f->b1 });
 	f->tid = 0xc000;
 }
 

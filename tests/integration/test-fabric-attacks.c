@@ -48,11 +48,8 @@ static void setup_with(Fixture *f, const char *const *opts_a)
 				       "simX=" ATTACKER_GID ",::ffff:10.0.2.1", NULL };
 
 	f->fabric = fabric_new_args(fabric);
-	f->da = daemon_start(f->fabric, "simA", opts_a);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
-	f->a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
-	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	hosts_start(f->fabric, opts_a, NULL, &f->da, &f->db);
+	hosts_vms(f->da, f->db, "a1 a2 b1", (Vm **const[]){ &f->a1, &f->a2, &f->b1 });
 	gid_parse(ATTACKER_GID, f->attacker);
 	gid_parse("::ffff:10.0.2.1", f->spoofed_b1);
 	f->tid = 0x9000;

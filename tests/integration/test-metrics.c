@@ -61,11 +61,8 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->fabric = fabric_new_args(fabric);
 	/* Other users reach the sockets in it (their modes decide the rest). */
 	g_assert_cmpint(chmod(f->fabric->dir, 0711), ==, 0);
-	f->da = daemon_start(f->fabric, "simA", data);
-	f->db = daemon_start(f->fabric, "simB", NULL);
-	f->a1 = vm_new(f->da, "::ffff:10.0.1.1", "a1");
-	f->a2 = vm_new(f->da, "::ffff:10.0.1.2", "a2");
-	f->b1 = vm_new(f->db, "::ffff:10.0.2.1", "b1");
+	hosts_start(f->fabric, data, NULL, &f->da, &f->db);
+	hosts_vms(f->da, f->db, "a1 a2 b1", (Vm **const[]){ &f->a1, &f->a2, &f->b1 });
 	f->tid = 0x5100;
 	f->stuck = -1;
 }
@@ -203,12 +200,6 @@ static void expect_metric(const PromPage *p, const char *name, const char *const
 
 /* ---- traffic ---- */
 
-static void send_expect(Vm *from, Vm *to, const uint8_t mad[256], struct rdmacm_mux_inbound *in)
-{
-	g_assert_cmpint(vm_send(from, to->gid, mad), ==, 0);
-	vm_expect(to, mad_attr(mad), in);
-}
-
 /*
  * On daemon A: a1 -> b1 established, a SIDR query a2 -> b1 answered, a2's
  * REQ rejected by b1 (closing), one MAD refused (not CM), one UNREG
@@ -218,31 +209,27 @@ static void make_traffic(Fixture *f)
 {
 	struct rdmacm_mux_inbound in;
 	uint8_t mad[256];
-	uint32_t wa, wp, ws, wr;
+	uint32_t wa, wp, ws;
 	uint32_t ticket;
 	struct rdmacm_mux_response resp;
 
 	mad_build_req(mad, 7, f->a1->gid, f->b1->gid, ++f->tid);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	wa = mad_local(in.mad);
 	mad_build(mad, CM_REP, 9, wa, ++f->tid);
-	send_expect(f->b1, f->a1, mad, &in);
+	vm_send_expect(f->b1, f->a1, mad, &in);
 	wp = mad_local(in.mad);
 	mad_build(mad, CM_RTU, 7, wp, ++f->tid);
-	send_expect(f->a1, f->b1, mad, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 
 	mad_build(mad, CM_SIDR_REQ, 33, 0, ++f->tid);
-	send_expect(f->a2, f->b1, mad, &in);
+	vm_send_expect(f->a2, f->b1, mad, &in);
 	ws = mad_local(in.mad);
 	mad_build(mad, CM_SIDR_REP, ws, 0, ++f->tid);
-	send_expect(f->b1, f->a2, mad, &in);
+	vm_send_expect(f->b1, f->a2, mad, &in);
 
-	mad_build_req(mad, 44, f->a2->gid, f->b1->gid, ++f->tid);
-	send_expect(f->a2, f->b1, mad, &in);
-	wr = mad_local(in.mad);
-	mad_build(mad, CM_REJ, 0, wr, ++f->tid);
-	mad_set_rej(mad, 0, 28);
-	send_expect(f->b1, f->a2, mad, &in);
+	(void)vm_req_rejected(f->a2, f->b1, 44, f->tid + 1);
+	f->tid += 2;
 
 	mad_build(mad, CM_DREQ, 7, wp, ++f->tid);
 	mad[1] = 0x99; /* not the CM class: refused */

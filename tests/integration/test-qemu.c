@@ -27,8 +27,7 @@ static const char *const short_timers[] = { "--handshake-timeout", "400", "--clo
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	f->fabric = fabric_new("two-hosts");
-	f->da = daemon_start(f->fabric, "simA", data);
-	f->db = daemon_start(f->fabric, "simB", data);
+	hosts_start(f->fabric, data, data, &f->da, &f->db);
 	f->tid = 0x9000;
 }
 

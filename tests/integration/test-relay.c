@@ -43,8 +43,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
 	f->fabric = fabric_new("two-hosts");
-	f->da = daemon_start(f->fabric, "simA", timers);
-	f->db = daemon_start(f->fabric, "simB", timers);
+	hosts_start(f->fabric, timers, timers, &f->da, &f->db);
 	for (int i = 0; i < NVM; i++) {
 		g_autofree char *ga = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
 		g_autofree char *gb = g_strdup_printf("::ffff:10.0.2.%d", i + 1);

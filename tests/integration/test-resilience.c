@@ -53,8 +53,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
 	f->fabric = fabric_new("two-hosts");
-	f->da = daemon_start(f->fabric, "simA", NULL);
-	f->db = daemon_start(f->fabric, "simB", NULL);
+	hosts_start(f->fabric, NULL, NULL, &f->da, &f->db);
 	f->tid = 0x7000;
 	f->comm = 0x100;
 	for (int i = 0; i < N_PAIRS; i++) {
