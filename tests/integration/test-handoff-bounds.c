@@ -290,19 +290,22 @@ static void gap_req_arrives(Fixture *f, int sig)
 	g_assert_cmpuint(supervisor_stored(f->p.sup, "umad."), ==, 1);
 }
 
-UNIT_FIXTURE_TEST("/handoff-bounds/umad-fd-kept/sigterm", NULL, fixture_setup,
-		  test_umad_fd_kept_sigterm)
+/* The fixture without options, for the cases whose data is a signal. */
+static void fixture_setup_plain(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	gap_req_arrives(f, SIGTERM);
+	fixture_setup(f, NULL);
 }
 
-UNIT_FIXTURE_TEST("/handoff-bounds/umad-fd-kept/sigkill", NULL, fixture_setup,
-		  test_umad_fd_kept_sigkill)
+/* @data: the signal that stops the daemon. */
+static void test_umad_fd_kept(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	gap_req_arrives(f, SIGKILL);
+	gap_req_arrives(f, GPOINTER_TO_INT(data));
 }
+UNIT_FIXTURE_CASE("/handoff-bounds/umad-fd-kept/sigterm", GINT_TO_POINTER(SIGTERM),
+		  fixture_setup_plain, test_umad_fd_kept, umad_fd_kept_sigterm)
+UNIT_FIXTURE_CASE("/handoff-bounds/umad-fd-kept/sigkill", GINT_TO_POINTER(SIGKILL),
+		  fixture_setup_plain, test_umad_fd_kept, umad_fd_kept_sigkill)
 
 /* A re-execution (SIGHUP) hands the umad fd to the new image as well: it
  * registers nothing, and MADs for the client still arrive. */

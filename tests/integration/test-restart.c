@@ -182,25 +182,27 @@ static void restart_during_handshakes(Fixture *f, int sig)
 	qemu_pairs_expect_quiet(&f->p);
 }
 
-UNIT_FIXTURE_TEST("/restart/sigterm-handoff", NULL, fixture_setup, test_sigterm_handoff)
+/* The fixture for the cases whose data is a signal: a supervisor unless
+ * the signal is SIGHUP. */
+static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	restart_during_handshakes(f, SIGTERM);
+	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? "no supervisor" : NULL);
 }
 
-UNIT_FIXTURE_TEST("/restart/sigkill-restart", NULL, fixture_setup, test_sigkill_restart)
+/* @data: the signal that restarts the daemon. */
+static void test_restart_during_handshakes(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	restart_during_handshakes(f, SIGKILL);
+	restart_during_handshakes(f, GPOINTER_TO_INT(data));
 }
+UNIT_FIXTURE_CASE("/restart/sigterm-handoff", GINT_TO_POINTER(SIGTERM), fixture_setup_for_signal,
+		  test_restart_during_handshakes, sigterm_handoff)
+UNIT_FIXTURE_CASE("/restart/sigkill-restart", GINT_TO_POINTER(SIGKILL), fixture_setup_for_signal,
+		  test_restart_during_handshakes, sigkill_restart)
 
 /* Without systemd: SIGHUP (rdmacm-muxctl restart) executes the binary
  * again in the same process, with the same guarantee. */
-UNIT_FIXTURE_TEST("/restart/sighup-reexec", "no supervisor", fixture_setup, test_sighup_reexec)
-{
-	(void)data;
-	restart_during_handshakes(f, SIGHUP);
-}
+UNIT_FIXTURE_CASE("/restart/sighup-reexec", GINT_TO_POINTER(SIGHUP), fixture_setup_for_signal,
+		  test_restart_during_handshakes, sighup_reexec)
 
 /* A stop that clears the store (systemctl stop) still disconnects. */
 UNIT_FIXTURE_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_means_stop)

@@ -248,19 +248,15 @@ static void upgrade_chain(Fixture *f, int sig)
 	qemu_pairs_expect_quiet(&f->p);
 }
 
-UNIT_FIXTURE_TEST("/upgrade/0.1.0-head-future-head/sigterm", NULL, fixture_setup,
-		  test_upgrade_sigterm)
+/* @data: the signal that replaces each version. */
+static void test_upgrade(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	upgrade_chain(f, SIGTERM);
+	upgrade_chain(f, GPOINTER_TO_INT(data));
 }
-
-UNIT_FIXTURE_TEST("/upgrade/0.1.0-head-future-head/sigkill", NULL, fixture_setup,
-		  test_upgrade_sigkill)
-{
-	(void)data;
-	upgrade_chain(f, SIGKILL);
-}
+UNIT_FIXTURE_CASE("/upgrade/0.1.0-head-future-head/sigterm", GINT_TO_POINTER(SIGTERM),
+		  fixture_setup, test_upgrade, upgrade_sigterm)
+UNIT_FIXTURE_CASE("/upgrade/0.1.0-head-future-head/sigkill", GINT_TO_POINTER(SIGKILL),
+		  fixture_setup, test_upgrade, upgrade_sigkill)
 
 /* The same tree, restarted: its own memfds are used in place, nothing
  * converted (the per-MAD path keeps writing where it wrote). */

@@ -455,17 +455,22 @@ UNIT_FIXTURE_TEST("/vms/restart-sigterm", supervised_opts, fixture_setup, test_r
 	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
 }
 
-UNIT_FIXTURE_TEST("/vms/restart-sigkill", supervised_opts, fixture_setup, test_restart_sigkill)
+/* The fixture for the cases whose data is a signal: supervised unless
+ * the signal is SIGHUP. */
+static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	restart_attack(f, SIGKILL);
+	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? NULL : supervised_opts);
 }
 
-UNIT_FIXTURE_TEST("/vms/restart-sighup", NULL, fixture_setup, test_restart_sighup)
+/* @data: the signal that restarts the daemon. */
+static void test_restart(Fixture *f, gconstpointer data)
 {
-	(void)data;
-	restart_attack(f, SIGHUP);
+	restart_attack(f, GPOINTER_TO_INT(data));
 }
+UNIT_FIXTURE_CASE("/vms/restart-sigkill", GINT_TO_POINTER(SIGKILL), fixture_setup_for_signal,
+		  test_restart, restart_sigkill)
+UNIT_FIXTURE_CASE("/vms/restart-sighup", GINT_TO_POINTER(SIGHUP), fixture_setup_for_signal,
+		  test_restart, restart_sighup)
 
 /* A restart holds what every client held to the next process's
  * assignments and policy: a GID that a vms.d file now gives a VM, and any

@@ -60,17 +60,24 @@ static inline void unit_test_register(const UnitTestEntry *e)
 /* GTest's cast for a fixture function. */
 #define UNIT_FIXTURE_FUNC(fn) ((GTestFixtureFunc)(void (*)(void))(fn))
 
-/* Declares fixture test @tfn (Fixture *f, gconstpointer data), registered
- * as @tpath with @tdata, @tsetup and fixture_teardown; the body follows. */
-#define UNIT_FIXTURE_TEST(tpath, tdata, tsetup, tfn)                               \
-	static void tfn(Fixture *f, gconstpointer data);                           \
-	static void __attribute__((constructor)) tfn##_register(void)              \
+/* Registers fixture test function @tfn (Fixture *f, gconstpointer data)
+ * as @tpath with @tdata, @tsetup and fixture_teardown. Written on its own
+ * for a function that serves several cases, which differ in their data
+ * only; @tcase names the registration (unique in the file). */
+#define UNIT_FIXTURE_CASE(tpath, tdata, tsetup, tfn, tcase)                        \
+	static void __attribute__((constructor)) tcase##_register(void)            \
 	{                                                                          \
 		unit_test_register(&(UnitTestEntry){                               \
 			.path = (tpath), .data = (tdata), .fixture_size = sizeof(Fixture), \
 			.setup = UNIT_FIXTURE_FUNC(tsetup), .test = UNIT_FIXTURE_FUNC(tfn), \
 			.teardown = UNIT_FIXTURE_FUNC(fixture_teardown) });         \
-	}                                                                          \
+	}
+
+/* Declares fixture test @tfn (Fixture *f, gconstpointer data), registered
+ * as @tpath with @tdata, @tsetup and fixture_teardown; the body follows. */
+#define UNIT_FIXTURE_TEST(tpath, tdata, tsetup, tfn)                               \
+	static void tfn(Fixture *f, gconstpointer data);                           \
+	UNIT_FIXTURE_CASE(tpath, tdata, tsetup, tfn, tfn)                          \
 	static void tfn(Fixture *f, gconstpointer data)
 
 /* Adds the registered tests that @keep accepts (every one for NULL), after
