@@ -1359,6 +1359,15 @@ _public_ int rdmacm_mux_query_stats(struct rdmacm_mux *m, uint32_t *ret_ticket)
 		      ret_ticket);
 }
 
+/* Nothing of a kind is waiting: a broken handle says why it is broken
+ * (the caller cannot expect more); a live one -EAGAIN, with @what. */
+static int nothing_waiting(struct rdmacm_mux *m, const char *what)
+{
+	if (m->broken)
+		return m->broken;
+	return set_error(m, -EAGAIN, "%s", what);
+}
+
 _public_ int rdmacm_mux_next_response(struct rdmacm_mux *m,
 				      struct rdmacm_mux_response *ret)
 {
@@ -1366,11 +1375,8 @@ _public_ int rdmacm_mux_next_response(struct rdmacm_mux *m,
 		return -EINVAL;
 	if (!ret)
 		return set_error(m, -EINVAL, "next_response: ret is NULL");
-	if (m->n_answered == 0) {
-		if (m->broken)
-			return m->broken;
-		return set_error(m, -EAGAIN, "no response waiting");
-	}
+	if (m->n_answered == 0)
+		return nothing_waiting(m, "no response waiting");
 	*ret = m->requests[0].resp;
 	remove_request(m, 0);
 	return 0;
@@ -1383,11 +1389,8 @@ _public_ int rdmacm_mux_recv_mad(struct rdmacm_mux *m,
 		return -EINVAL;
 	if (!ret)
 		return set_error(m, -EINVAL, "recv_mad: ret is NULL");
-	if (m->n_inbound == 0) {
-		if (m->broken)
-			return m->broken;
-		return set_error(m, -EAGAIN, "no inbound MAD waiting");
-	}
+	if (m->n_inbound == 0)
+		return nothing_waiting(m, "no inbound MAD waiting");
 	*ret = m->inbound[m->inbound_head];
 	m->inbound_head = (m->inbound_head + 1) % RDMACM_MUX_MAX_INBOUND;
 	m->n_inbound--;
@@ -1456,11 +1459,8 @@ _public_ int rdmacm_mux_next_event(struct rdmacm_mux *m,
 		return -EINVAL;
 	if (!ret)
 		return set_error(m, -EINVAL, "next_event: ret is NULL");
-	if (m->n_events == 0) {
-		if (m->broken)
-			return m->broken;
-		return set_error(m, -EAGAIN, "no event waiting");
-	}
+	if (m->n_events == 0)
+		return nothing_waiting(m, "no event waiting");
 	*ret = m->events[m->events_head];
 	m->events_head = (m->events_head + 1) % m->events_cap;
 	m->n_events--;
