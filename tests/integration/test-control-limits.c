@@ -174,37 +174,38 @@ UNIT_FIXTURE_TEST("/control/allow-lists-open-mode", allow_open_opts, fixture_set
 	g_assert_nonnull(strstr(log, " uid 65534 gid 65534)"));
 }
 
+/* @d's control socket has mode @ctl_mode and group @ctl_gid, its main
+ * socket mode @mode and group @gid. */
+static void expect_modes(const Daemon *d, mode_t ctl_mode, gid_t ctl_gid, mode_t mode, gid_t gid)
+{
+	struct stat st;
+	mode_t m;
+	gid_t g;
+
+	ctl_stat(d, &m, &g);
+	g_assert_cmpuint(m, ==, ctl_mode);
+	g_assert_cmpuint(g, ==, ctl_gid);
+	g_assert_cmpint(stat(d->socket, &st), ==, 0);
+	g_assert_cmpuint(st.st_mode & 0777, ==, mode);
+	g_assert_cmpuint(st.st_gid, ==, gid);
+}
+
 /* Without --control-mode the control socket is root's only: 0600, even
  * where the main socket is open to a group. */
 UNIT_FIXTURE_TEST("/control/default-mode", NULL, fixture_setup, test_default_mode)
 {
-	struct stat st;
-	mode_t mode;
-	gid_t gid;
 	(void)data;
 
-	ctl_stat(f->db, &mode, &gid);
-	g_assert_cmpuint(mode, ==, 0600);
-	g_assert_cmpuint(gid, ==, 0);
-	g_assert_cmpint(stat(f->db->socket, &st), ==, 0);
-	g_assert_cmpuint(st.st_mode & 0777, ==, 0660);
+	expect_modes(f->db, 0600, 0, 0660, 0);
 }
 
 /* --control-group and --control-mode are the control socket's; the main
  * socket keeps its own. */
 UNIT_FIXTURE_TEST("/control/control-perms", perms_opts, fixture_setup, test_control_perms)
 {
-	struct stat st;
-	mode_t mode;
-	gid_t gid;
 	(void)data;
 
-	ctl_stat(f->da, &mode, &gid);
-	g_assert_cmpuint(mode, ==, 0640);
-	g_assert_cmpuint(gid, ==, 65534);
-	g_assert_cmpint(stat(f->da->socket, &st), ==, 0);
-	g_assert_cmpuint(st.st_mode & 0777, ==, 0660);
-	g_assert_cmpuint(st.st_gid, ==, 0);
+	expect_modes(f->da, 0640, 65534, 0660, 0);
 }
 
 typedef struct Flooder {
