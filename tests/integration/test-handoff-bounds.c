@@ -43,6 +43,13 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->tid = 0x7000;
 }
 
+/* The fixture without options, for the cases whose data is a signal. */
+static void fixture_setup_plain(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	fixture_setup(f, NULL);
+}
+
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
@@ -264,10 +271,12 @@ UNIT_FIXTURE_TEST("/handoff-bounds/senders-cannot-start", NULL, fixture_setup,
  * The umad fd is in the fd store: while no daemon runs (stopped, or
  * killed), the CM agent stays registered and the "kernel" queues what
  * comes for it. A REQ the peer sends in that gap reaches the client after
- * the restart, and the new process registered nothing.
+ * the restart, and the new process registered nothing. @data: the signal
+ * (a test case's data).
  */
-static void gap_req_arrives(Fixture *f, int sig)
+static void gap_req_arrives(Fixture *f, gconstpointer data)
 {
+	const int sig = GPOINTER_TO_INT(data);
 	struct rdmacm_mux_msg m;
 	uint8_t mad[256];
 
@@ -290,22 +299,10 @@ static void gap_req_arrives(Fixture *f, int sig)
 	g_assert_cmpuint(supervisor_stored(f->p.sup, "umad."), ==, 1);
 }
 
-/* The fixture without options, for the cases whose data is a signal. */
-static void fixture_setup_plain(Fixture *f, gconstpointer data)
-{
-	(void)data;
-	fixture_setup(f, NULL);
-}
-
-/* @data: the signal that stops the daemon. */
-static void test_umad_fd_kept(Fixture *f, gconstpointer data)
-{
-	gap_req_arrives(f, GPOINTER_TO_INT(data));
-}
 UNIT_FIXTURE_CASE("/handoff-bounds/umad-fd-kept/sigterm", GINT_TO_POINTER(SIGTERM),
-		  fixture_setup_plain, test_umad_fd_kept, umad_fd_kept_sigterm)
+		  fixture_setup_plain, gap_req_arrives, umad_fd_kept_sigterm)
 UNIT_FIXTURE_CASE("/handoff-bounds/umad-fd-kept/sigkill", GINT_TO_POINTER(SIGKILL),
-		  fixture_setup_plain, test_umad_fd_kept, umad_fd_kept_sigkill)
+		  fixture_setup_plain, gap_req_arrives, umad_fd_kept_sigkill)
 
 /* A re-execution (SIGHUP) hands the umad fd to the new image as well: it
  * registers nothing, and MADs for the client still arrive. */

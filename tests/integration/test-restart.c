@@ -48,6 +48,13 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->tid = 0xa000;
 }
 
+/* The fixture for the cases whose data is a signal: a supervisor unless
+ * the signal is SIGHUP. */
+static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
+{
+	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? "no supervisor" : NULL);
+}
+
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
@@ -109,10 +116,11 @@ static void bounce(Fixture *f, int sig)
 /*
  * Every connection q[i] -> b[i] goes REQ | restart | REP, RTU | restart |
  * DREQ, DREP, with a restart at each "|": the sessions, the GIDs and the
- * sockets all cross it.
+ * sockets all cross it. @data: the signal (a test case's data).
  */
-static void restart_during_handshakes(Fixture *f, int sig)
+static void restart_during_handshakes(Fixture *f, gconstpointer data)
 {
+	const int sig = GPOINTER_TO_INT(data);
 	struct rdmacm_mux_inbound in;
 	struct rdmacm_mux_msg m;
 	uint8_t mad[256];
@@ -182,27 +190,15 @@ static void restart_during_handshakes(Fixture *f, int sig)
 	qemu_pairs_expect_quiet(&f->p);
 }
 
-/* The fixture for the cases whose data is a signal: a supervisor unless
- * the signal is SIGHUP. */
-static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
-{
-	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? "no supervisor" : NULL);
-}
-
-/* @data: the signal that restarts the daemon. */
-static void test_restart_during_handshakes(Fixture *f, gconstpointer data)
-{
-	restart_during_handshakes(f, GPOINTER_TO_INT(data));
-}
 UNIT_FIXTURE_CASE("/restart/sigterm-handoff", GINT_TO_POINTER(SIGTERM), fixture_setup_for_signal,
-		  test_restart_during_handshakes, sigterm_handoff)
+		  restart_during_handshakes, sigterm_handoff)
 UNIT_FIXTURE_CASE("/restart/sigkill-restart", GINT_TO_POINTER(SIGKILL), fixture_setup_for_signal,
-		  test_restart_during_handshakes, sigkill_restart)
+		  restart_during_handshakes, sigkill_restart)
 
 /* Without systemd: SIGHUP (rdmacm-muxctl restart) executes the binary
  * again in the same process, with the same guarantee. */
 UNIT_FIXTURE_CASE("/restart/sighup-reexec", GINT_TO_POINTER(SIGHUP), fixture_setup_for_signal,
-		  test_restart_during_handshakes, sighup_reexec)
+		  restart_during_handshakes, sighup_reexec)
 
 /* A stop that clears the store (systemctl stop) still disconnects. */
 UNIT_FIXTURE_TEST("/restart/stop-means-stop", NULL, fixture_setup, test_stop_means_stop)

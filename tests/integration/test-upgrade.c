@@ -224,8 +224,12 @@ static void round_across(Fixture *f, const char *kind, int sig, uint32_t base)
 	g_assert_cmpuint(daemon_output_count(f->p.da, "starting clean"), ==, 0);
 }
 
-static void upgrade_chain(Fixture *f, int sig)
+/* 0.1.0 to head to future to head. @data: the signal that replaces each
+ * version (a test case's data). */
+static void upgrade_chain(Fixture *f, gconstpointer data)
 {
+	const int sig = GPOINTER_TO_INT(data);
+
 	round_across(f, "head", sig, 0x1000);
 	round_across(f, "future", sig, 0x2000);
 	round_across(f, "head", sig, 0x3000);
@@ -248,15 +252,10 @@ static void upgrade_chain(Fixture *f, int sig)
 	qemu_pairs_expect_quiet(&f->p);
 }
 
-/* @data: the signal that replaces each version. */
-static void test_upgrade(Fixture *f, gconstpointer data)
-{
-	upgrade_chain(f, GPOINTER_TO_INT(data));
-}
 UNIT_FIXTURE_CASE("/upgrade/0.1.0-head-future-head/sigterm", GINT_TO_POINTER(SIGTERM),
-		  fixture_setup, test_upgrade, upgrade_sigterm)
+		  fixture_setup, upgrade_chain, upgrade_sigterm)
 UNIT_FIXTURE_CASE("/upgrade/0.1.0-head-future-head/sigkill", GINT_TO_POINTER(SIGKILL),
-		  fixture_setup, test_upgrade, upgrade_sigkill)
+		  fixture_setup, upgrade_chain, upgrade_sigkill)
 
 /* The same tree, restarted: its own memfds are used in place, nothing
  * converted (the per-MAD path keeps writing where it wrote). */

@@ -73,6 +73,15 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	f->comm_id = 0x100;
 }
 
+static const char *const supervised_opts[] = { "supervised", NULL };
+
+/* The fixture for the cases whose data is a signal: supervised unless
+ * the signal is SIGHUP. */
+static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
+{
+	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? NULL : supervised_opts);
+}
+
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
@@ -380,16 +389,16 @@ UNIT_FIXTURE_TEST("/vms/shared-socket-assigned", assigned_opts, fixture_setup,
 
 /* ---- restarts ---- */
 
-static const char *const supervised_opts[] = { "supervised", NULL };
-
 /*
  * While daemon A is down (SIGTERM hand-off, SIGKILL crash) or executing
  * itself again (SIGHUP), B's QEMU asks for A's GID on its own socket, a
  * newcomer on B's socket and one on the shared socket do too. The next
- * process knows the VMs and their sockets, and refuses all three.
+ * process knows the VMs and their sockets, and refuses all three. @data:
+ * the signal (a test case's data).
  */
-static void restart_attack(Fixture *f, int sig)
+static void restart_attack(Fixture *f, gconstpointer data)
 {
+	const int sig = GPOINTER_TO_INT(data);
 	g_autofree char *b_path = vm_socket(f->da, "b");
 	g_autoptr(JsonNode) v = NULL;
 	struct rdmacm_mux_msg m;
@@ -448,29 +457,17 @@ static void restart_attack(Fixture *f, int sig)
 UNIT_FIXTURE_TEST("/vms/restart-sigterm", supervised_opts, fixture_setup, test_restart_sigterm)
 {
 	(void)data;
-	restart_attack(f, SIGTERM);
+	restart_attack(f, GINT_TO_POINTER(SIGTERM));
 	/* The store holds each VM's socket, and one state: the VMs' rides in
 	 * the relay's. */
 	g_assert_cmpuint(supervisor_stored(f->sup, "vm."), ==, 2);
 	g_assert_cmpuint(supervisor_stored(f->sup, "state"), ==, 1);
 }
 
-/* The fixture for the cases whose data is a signal: supervised unless
- * the signal is SIGHUP. */
-static void fixture_setup_for_signal(Fixture *f, gconstpointer data)
-{
-	fixture_setup(f, GPOINTER_TO_INT(data) == SIGHUP ? NULL : supervised_opts);
-}
-
-/* @data: the signal that restarts the daemon. */
-static void test_restart(Fixture *f, gconstpointer data)
-{
-	restart_attack(f, GPOINTER_TO_INT(data));
-}
 UNIT_FIXTURE_CASE("/vms/restart-sigkill", GINT_TO_POINTER(SIGKILL), fixture_setup_for_signal,
-		  test_restart, restart_sigkill)
+		  restart_attack, restart_sigkill)
 UNIT_FIXTURE_CASE("/vms/restart-sighup", GINT_TO_POINTER(SIGHUP), fixture_setup_for_signal,
-		  test_restart, restart_sighup)
+		  restart_attack, restart_sighup)
 
 /* A restart holds what every client held to the next process's
  * assignments and policy: a GID that a vms.d file now gives a VM, and any
