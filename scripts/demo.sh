@@ -25,14 +25,10 @@ pingpong=$root/$build/examples/rdmacm-mux-pingpong
 sim_cli=$root/$build/tests/sim/umad-sim
 sim_lib=$root/$build/tests/sim/libumad-sim.so
 
+# shellcheck source-path=SCRIPTDIR source=lib-cleanup.sh
+. scripts/lib-cleanup.sh
 work=$(mktemp -d /tmp/rdmacm-mux-demo.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+cleanup_dir=$work
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

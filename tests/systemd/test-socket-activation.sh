@@ -20,14 +20,10 @@ if ! command -v systemd-socket-activate >/dev/null; then
 	exit 77
 fi
 
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib-cleanup.sh
+. "$(dirname "$0")/../../scripts/lib-cleanup.sh"
 tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_dir=$tmp
 
 fail() {
 	echo "not ok: $*" >&2
