@@ -801,6 +801,23 @@ void qemu_pairs_free(QemuPairs *p)
 	hosts_free(p->fabric, NULL, p->db, NULL, 0);
 }
 
+int harness_as_nobody(int (*fn)(const Daemon *d, const void *arg), const Daemon *d,
+		      const void *arg)
+{
+	pid_t pid = fork();
+	int status;
+
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(3);
+		_exit(fn(d, arg));
+	}
+	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+	g_assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
 int daemon_client_fd(const Daemon *d, unsigned client_id)
 {
 	g_autofree char *out = daemon_output(d);

@@ -206,6 +206,12 @@ void qemu_pairs_expect_quiet(const QemuPairs *p);
 /* Free all @p holds: the pairs, both daemons, the supervisor, the fabric. */
 void qemu_pairs_free(QemuPairs *p);
 
+/* Run @fn(@d, @arg) in a child process as uid and gid 65534 (nobody), a
+ * local user without privileges. Return: the child's exit status, @fn's
+ * return value (3: the child could not drop its privileges). */
+int harness_as_nobody(int (*fn)(const Daemon *d, const void *arg), const Daemon *d,
+		      const void *arg);
+
 /* A GID from its text form, or abort. */
 void gid_parse(const char *text, uint8_t gid[IB_GID_LEN]);
 

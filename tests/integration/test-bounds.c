@@ -340,34 +340,29 @@ static void limits_setup(Fixture *f, gconstpointer data)
 	f->tid = 0x7100;
 }
 
+/* Connect to @d and REG @gid (text). Return: 0 when accepted, 1 when
+ * not, 4 without a connection. */
+static int connect_and_reg(const Daemon *d, const void *gid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct rdmacm_mux_msg m;
+	uint8_t g[16];
+	int fd;
+
+	g_strlcpy(sa.sun_path, d->socket, sizeof(sa.sun_path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return 4;
+	gid_parse(gid, g);
+	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
+	raw_send(fd, &m);
+	return raw_recv(fd, &m, 3000) == 0 && m.hdr.err_code == 0 ? 0 : 1;
+}
+
 /* Connect as uid/gid 65534 and REG @gid; exit status 0 when accepted. */
 static int connect_as_nobody(const Daemon *d, const char *gid)
 {
-	pid_t pid = fork();
-	int status;
-
-	g_assert_cmpint(pid, >=, 0);
-	if (pid == 0) {
-		struct rdmacm_mux_msg m;
-		uint8_t g[16];
-		int fd;
-
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
-			_exit(3);
-		g_strlcpy(sa.sun_path, d->socket, sizeof(sa.sun_path));
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			_exit(4);
-		gid_parse(gid, g);
-		raw_frame(&m, RDMACM_MUX_OP_CODE_REG, g);
-		raw_send(fd, &m);
-		_exit(raw_recv(fd, &m, 3000) == 0 && m.hdr.err_code == 0 ? 0 : 1);
-	}
-	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-	g_assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
+	return harness_as_nobody(connect_and_reg, d, gid);
 }
 
 static const char *const per_uid_opts[] = { "--mode", "0666", "--max-clients", "8",

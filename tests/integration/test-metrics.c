@@ -907,23 +907,17 @@ static char *ctl_ask(const Daemon *d, const char *command)
 
 /* In a child as uid/gid 65534: ask for metrics. Exit status: 0 got a
  * page, 1 got nothing. */
+static int ask_metrics(const Daemon *d, const void *unused)
+{
+	g_autofree char *out = ctl_ask(d, "metrics\n");
+
+	(void)unused;
+	return strstr(out, "rdmacm_mux_clients") ? 0 : 1;
+}
+
 static int metrics_as_nobody(const Daemon *d)
 {
-	pid_t pid = fork();
-	int status;
-
-	g_assert_cmpint(pid, >=, 0);
-	if (pid == 0) {
-		g_autofree char *out = NULL;
-
-		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
-			_exit(3);
-		out = ctl_ask(d, "metrics\n");
-		_exit(strstr(out, "rdmacm_mux_clients") ? 0 : 1);
-	}
-	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-	g_assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
+	return harness_as_nobody(ask_metrics, d, NULL);
 }
 
 static const char *const allow_open_opts[] = { "--mode", "0666", "--control-mode", "0666",
