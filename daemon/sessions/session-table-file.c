@@ -134,12 +134,7 @@ static uint32_t adopt_slots(SessionTable *t, SessionOwnerFn owner_of, SessionDro
 			session_table_slot_release(t, i);
 			continue;
 		}
-		s->owner_next = owner->head;
-		if (owner->head)
-			slot(t, owner->head)->owner_prev = i;
-		owner->head = i;
-		owner->count++;
-		t->live++;
+		session_table_owner_link(t, owner, i);
 		if (s->flags & SESSION_F_HALF_OPEN) {
 			owner->half_open++;
 			t->half_open++;

@@ -132,6 +132,20 @@ static inline bool session_slot_indexed_in(const Session *s, SessionChain c)
 	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
 }
 
+/* Count live session @h as @owner's, at the head of its list: a new
+ * session and one taken over are linked the same way. */
+static inline void session_table_owner_link(SessionTable *t, SessionList *owner, uint32_t h)
+{
+	Session *s = slot(t, h);
+
+	s->owner_next = owner->head;
+	if (owner->head)
+		slot(t, owner->head)->owner_prev = h;
+	owner->head = h;
+	owner->count++;
+	t->live++;
+}
+
 /* Where @h's link in chain @c is. */
 uint32_t *session_table_chain_next(const SessionTable *t, uint32_t h, SessionChain c);
 /* The buckets of chain @c and the hash of @h's key in it. */

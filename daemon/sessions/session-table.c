@@ -459,13 +459,7 @@ uint32_t session_table_add(SessionTable *t, SessionList *owner, uint32_t client_
 	s->created_ms = t->clock_ms;
 	s->state = (uint8_t)state;
 	s->flags = SESSION_F_LIVE;
-	/* Link at the head of the owner's list. */
-	s->owner_next = owner->head;
-	if (owner->head)
-		slot(t, owner->head)->owner_prev = h;
-	owner->head = h;
-	owner->count++;
-	t->live++;
+	session_table_owner_link(t, owner, h);
 	return h;
 }
 
