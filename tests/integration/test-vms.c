@@ -263,6 +263,16 @@ static void handshake(Fixture *f, int fd, const uint8_t own[IB_GID_LEN])
 	g_assert_cmpuint(mad_remote(in.mad), ==, 0x900 + local);
 }
 
+/* VM a's QEMU, on its own socket, registers its GID and sets up a
+ * connection: whatever happened before, a still works. */
+static void vm_a_connects(Fixture *f)
+{
+	int qa = qemu_vm_up(f, "a", f->a);
+
+	handshake(f, qa, f->a);
+	close(qa);
+}
+
 /* ---- two VMs, one uid ---- */
 
 /* Before A's QEMU ever registered its GID, B asks for it, on its own socket
@@ -341,9 +351,7 @@ UNIT_FIXTURE_TEST("/vms/after-del", NULL, fixture_setup, test_after_del)
 	}
 
 	vm_add(f->da, "a", GID_A);
-	qa = qemu_vm_up(f, "a", f->a);
-	handshake(f, qa, f->a);
-	close(qa);
+	vm_a_connects(f);
 	close(qb);
 }
 
@@ -355,7 +363,7 @@ UNIT_FIXTURE_TEST("/vms/shared-socket-assigned", assigned_opts, fixture_setup,
 		  test_shared_socket_assigned)
 {
 	g_autoptr(JsonNode) v = NULL;
-	int shared, qb, qa;
+	int shared, qb;
 	(void)data;
 
 	vm_add(f->da, "a", GID_A);
@@ -380,9 +388,7 @@ UNIT_FIXTURE_TEST("/vms/shared-socket-assigned", assigned_opts, fixture_setup,
 	g_assert_cmpint(vm_counter(v, "", "gid_refused", "not-on-port"), ==, 1);
 	g_assert_cmpint(vm_counter(v, "b", "gid_refused", "other-vm"), ==, 1);
 
-	qa = qemu_vm_up(f, "a", f->a);
-	handshake(f, qa, f->a);
-	close(qa);
+	vm_a_connects(f);
 	close(qb);
 	close(shared);
 }
@@ -403,7 +409,7 @@ static void restart_attack(Fixture *f, gconstpointer data)
 	g_autoptr(JsonNode) v = NULL;
 	struct rdmacm_mux_msg m;
 	struct stat before, after;
-	int qb, shared, newcomer, qa;
+	int qb, shared, newcomer;
 
 	vm_add(f->da, "a", GID_A);
 	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "add", "b", "--gid", GID_B, "--mode",
@@ -446,9 +452,7 @@ static void restart_attack(Fixture *f, gconstpointer data)
 	g_assert_cmpint(vm_counter(v, "b", "gid_refused", "other-vm"), ==, 2);
 	g_assert_cmpint(vm_counter(v, "", "gid_refused", "other-vm"), ==, 1);
 
-	qa = qemu_vm_up(f, "a", f->a);
-	handshake(f, qa, f->a);
-	close(qa);
+	vm_a_connects(f);
 	close(qb);
 	close(shared);
 	close(newcomer);
