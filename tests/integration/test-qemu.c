@@ -171,6 +171,16 @@ UNIT_FIXTURE_TEST("/restart/after-sigkill", NULL, fixture_setup, test_restart_af
 	vm_free(a);
 }
 
+/* Both daemons removed @n sessions on a timer in all, and neither @a
+ * nor @b is left with one. */
+static void expect_expired(Fixture *f, Vm *a, Vm *b, double n)
+{
+	daemon_wait_metric(f->da, "rdmacm_mux_sessions_expired_total", NULL, n);
+	daemon_wait_metric(f->db, "rdmacm_mux_sessions_expired_total", NULL, n);
+	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
+	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+}
+
 /*
  * The daemon's session timers run on its loop's clock: each removal is
  * waited for in its metrics, never slept for. What each timer does and
@@ -192,10 +202,7 @@ UNIT_FIXTURE_TEST("/timers/lifecycle", short_timers, fixture_setup, test_timers)
 	mad_build_req(mad, 1, a->gid, b->gid, ++f->tid);
 	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
 	vm_expect(b, CM_REQ, &in);
-	daemon_wait_metric(f->da, "rdmacm_mux_sessions_expired_total", NULL, 1);
-	daemon_wait_metric(f->db, "rdmacm_mux_sessions_expired_total", NULL, 1);
-	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
-	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+	expect_expired(f, a, b, 1);
 
 	/* Established, then closed: after DREQ/DREP the closing timer
 	 * removes it. */
@@ -219,10 +226,7 @@ UNIT_FIXTURE_TEST("/timers/lifecycle", short_timers, fixture_setup, test_timers)
 	mad_build(mad, CM_DREP, 2, wb, ++f->tid);
 	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
 	vm_expect(b, CM_DREP, &in);
-	daemon_wait_metric(f->da, "rdmacm_mux_sessions_expired_total", NULL, 2);
-	daemon_wait_metric(f->db, "rdmacm_mux_sessions_expired_total", NULL, 2);
-	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
-	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);
+	expect_expired(f, a, b, 2);
 
 	/* A SIDR query ends with its answer on the asking side, and by its
 	 * timer on the answering one. */
