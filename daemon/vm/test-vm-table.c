@@ -132,37 +132,44 @@ UNIT_TEST("/vm-table/max-vms", test_max_vms)
 
 UNIT_TEST("/vm-table/may-register", test_may_register)
 {
+	enum { BOTH = -1 }; /* either policy */
+	static const struct {
+		const char *who; /* a VM's name, or NULL: the shared socket */
+		const char *gid;
+		int policy;
+		bool on_port;
+		VmRefusal want;
+		const char *why;
+	} cases[] = {
+		{ "a", "fe80::a", BOTH, false, VM_REFUSAL_COUNT, "its own GID, not on the port yet" },
+		{ "a", "2001:db8:a::5", BOTH, true, VM_REFUSAL_COUNT, "its own prefix" },
+		{ "b", "fe80::a", BOTH, true, VM_REFUSAL_OTHER_VM, "never another VM's" },
+		{ "b", "2001:db8:a::5", BOTH, true, VM_REFUSAL_OTHER_VM, "nor in its prefix" },
+		{ "a", "fe80::f", BOTH, true, VM_REFUSAL_NOT_ASSIGNED, "never an unassigned one" },
+		{ NULL, "fe80::b", BOTH, true, VM_REFUSAL_OTHER_VM, "the shared socket: no VM's" },
+		/* The shared socket and a GID no VM has: the policy decides. */
+		{ NULL, "fe80::f", VM_GID_POLICY_OPEN, false, VM_REFUSAL_COUNT, "open" },
+		{ NULL, "fe80::f", VM_GID_POLICY_ASSIGNED, true, VM_REFUSAL_UNASSIGNED, "assigned" },
+		{ NULL, "fe80::f", VM_GID_POLICY_ASSIGNED, false, VM_REFUSAL_NOT_ON_PORT,
+		  "assigned, not on the port" },
+	};
 	g_autoptr(VmTable) t = vm_table_new(8);
-	VmEntry *a = add(t, "a", "gid=fe80::a prefix=2001:db8:a::/64");
-	VmEntry *b = add(t, "b", "gid=fe80::b");
-	uint8_t ga[GID_LEN], gpa[GID_LEN], gb[GID_LEN], free_gid[GID_LEN];
 
-	gid("fe80::a", ga);
-	gid("2001:db8:a::5", gpa);
-	gid("fe80::b", gb);
-	gid("fe80::f", free_gid);
-	for (int policy = 0; policy < 2; policy++) {
-		/* A VM: its own GIDs, on the port or not yet. */
-		g_assert_cmpint(vm_table_may_register(t, a, ga, policy, false), ==, VM_REFUSAL_COUNT);
-		g_assert_cmpint(vm_table_may_register(t, a, gpa, policy, true), ==, VM_REFUSAL_COUNT);
-		/* Never another VM's, never an unassigned one. */
-		g_assert_cmpint(vm_table_may_register(t, b, ga, policy, true), ==,
-				VM_REFUSAL_OTHER_VM);
-		g_assert_cmpint(vm_table_may_register(t, b, gpa, policy, true), ==,
-				VM_REFUSAL_OTHER_VM);
-		g_assert_cmpint(vm_table_may_register(t, a, free_gid, policy, true), ==,
-				VM_REFUSAL_NOT_ASSIGNED);
-		/* The shared socket: never a VM's GID. */
-		g_assert_cmpint(vm_table_may_register(t, NULL, gb, policy, true), ==,
-				VM_REFUSAL_OTHER_VM);
+	add(t, "a", "gid=fe80::a prefix=2001:db8:a::/64");
+	add(t, "b", "gid=fe80::b");
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		VmEntry *who = cases[i].who ? vm_table_find(t, cases[i].who) : NULL;
+		uint8_t g[GID_LEN];
+
+		gid(cases[i].gid, g);
+		for (int policy = 0; policy < 2; policy++) {
+			if (cases[i].policy != BOTH && cases[i].policy != policy)
+				continue;
+			g_test_message("%s (policy %d)", cases[i].why, policy);
+			g_assert_cmpint(vm_table_may_register(t, who, g, policy, cases[i].on_port), ==,
+					cases[i].want);
+		}
 	}
-	/* The shared socket and a GID no VM has: the policy decides. */
-	g_assert_cmpint(vm_table_may_register(t, NULL, free_gid, VM_GID_POLICY_OPEN, false), ==,
-			VM_REFUSAL_COUNT);
-	g_assert_cmpint(vm_table_may_register(t, NULL, free_gid, VM_GID_POLICY_ASSIGNED, true), ==,
-			VM_REFUSAL_UNASSIGNED);
-	g_assert_cmpint(vm_table_may_register(t, NULL, free_gid, VM_GID_POLICY_ASSIGNED, false), ==,
-			VM_REFUSAL_NOT_ON_PORT);
 }
 
 UNIT_TEST("/vm-table/names", test_names)
