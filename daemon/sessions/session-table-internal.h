@@ -123,11 +123,16 @@ typedef enum SessionChain { CHAIN_WIRE, CHAIN_CLIENT, CHAIN_PEER } SessionChain;
  * those its flags name, a tombstone in the wire index only. Rebuilding the
  * indexes, taking a table over and the consistency check all use it.
  */
-static inline bool session_slot_indexed_in(const Session *s, SessionChain c)
+static inline uint8_t session_chain_flag(SessionChain c)
 {
 	static const uint8_t flag[] = { SESSION_F_IN_WIRE, SESSION_F_IN_CLIENT, SESSION_F_IN_PEER };
 
-	if (!(s->flags & flag[c]))
+	return flag[c];
+}
+
+static inline bool session_slot_indexed_in(const Session *s, SessionChain c)
+{
+	if (!(s->flags & session_chain_flag(c)))
 		return false;
 	return (s->flags & SESSION_F_LIVE) || (c == CHAIN_WIRE && (s->flags & SESSION_F_TOMB));
 }

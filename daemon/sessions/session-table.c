@@ -473,6 +473,25 @@ void session_table_slot_release(SessionTable *t, uint32_t h)
 	t->free_head = h;
 }
 
+/* Take live session @h out of chain @c's index, if it is in it: its key
+ * there is about to change, or the session goes. */
+static void chain_unfile(SessionTable *t, uint32_t h, SessionChain c)
+{
+	Session *s = slot(t, h);
+
+	if (s->flags & session_chain_flag(c)) {
+		session_table_index_update(t, h, c, false);
+		s->flags &= (uint8_t)~session_chain_flag(c);
+	}
+}
+
+/* File live session @h in chain @c's index under its key now. */
+static void chain_file(SessionTable *t, uint32_t h, SessionChain c)
+{
+	slot(t, h)->flags |= session_chain_flag(c);
+	session_table_index_update(t, h, c, true);
+}
+
 /*
  * Take session @h out of every index, its timer and its owner's list, and
  * scrub it. With @keep_tomb, a session that had a wire id leaves it behind
@@ -487,10 +506,8 @@ static void session_table_remove_slot(SessionTable *t, SessionList *owner, uint3
 	if (t->removed)
 		t->removed(t->removed_userdata, s);
 	timer_unlink(t, h);
-	if (s->flags & SESSION_F_IN_CLIENT)
-		session_table_index_update(t, h, CHAIN_CLIENT, false);
-	if (s->flags & SESSION_F_IN_PEER)
-		session_table_index_update(t, h, CHAIN_PEER, false);
+	chain_unfile(t, h, CHAIN_CLIENT);
+	chain_unfile(t, h, CHAIN_PEER);
 	if (s->flags & SESSION_F_HALF_OPEN) {
 		if (owner)
 			owner->half_open--;
@@ -606,8 +623,7 @@ uint32_t session_table_assign_wire_id(SessionTable *t, uint32_t handle)
 		id = next_random_id(t);
 	while (id == 0 || wire_id_taken(t, id));
 	s->wire_id = id;
-	s->flags |= SESSION_F_IN_WIRE;
-	session_table_index_update(t, handle, CHAIN_WIRE, true);
+	chain_file(t, handle, CHAIN_WIRE);
 	return id;
 }
 
@@ -658,11 +674,9 @@ void session_table_set_client_comm_id(SessionTable *t, uint32_t handle, uint32_t
 
 	if (!s)
 		return;
-	if (s->flags & SESSION_F_IN_CLIENT)
-		session_table_index_update(t, handle, CHAIN_CLIENT, false);
+	chain_unfile(t, handle, CHAIN_CLIENT);
 	s->client_comm_id = comm_id;
-	s->flags |= SESSION_F_IN_CLIENT;
-	session_table_index_update(t, handle, CHAIN_CLIENT, true);
+	chain_file(t, handle, CHAIN_CLIENT);
 }
 
 void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm_id,
@@ -672,15 +686,13 @@ void session_table_set_peer(SessionTable *t, uint32_t handle, uint32_t peer_comm
 
 	if (!s)
 		return;
-	if (s->flags & SESSION_F_IN_PEER)
-		session_table_index_update(t, handle, CHAIN_PEER, false);
+	chain_unfile(t, handle, CHAIN_PEER);
 	s->peer_comm_id = peer_comm_id;
 	if (local_gid != s->local_gid)
 		memcpy(s->local_gid, local_gid, GID_LEN);
 	if (peer_gid && peer_gid != s->peer_gid)
 		memcpy(s->peer_gid, peer_gid, GID_LEN);
-	s->flags |= SESSION_F_IN_PEER;
-	session_table_index_update(t, handle, CHAIN_PEER, true);
+	chain_file(t, handle, CHAIN_PEER);
 }
 
 uint32_t session_table_lookup_wire_id(SessionTable *t, uint32_t wire_id)
