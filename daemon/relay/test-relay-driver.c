@@ -223,6 +223,16 @@ UNIT_FIXTURE_TEST("/relay-driver/gid-quota-and-status-packets", NULL, fixture_se
 	g_assert_cmpuint(relay_counters(f->relay)->rx_drop[RX_DROP_STATUS], ==, 2);
 }
 
+/* The session timers remove one session at @at, and none a microsecond
+ * before. */
+static void expect_one_expiry_at(Fixture *f, uint64_t at)
+{
+	relay_driver_set_time(f->relay, at - 1);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
+	relay_driver_set_time(f->relay, at);
+	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+}
+
 /* A late, duplicated or reordered RTU must not revive a closed session. */
 UNIT_FIXTURE_TEST("/relay-driver/late-rtu-keeps-session-closing", NULL, fixture_setup, test_late_rtu_keeps_session_closing)
 {
@@ -293,10 +303,7 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	/* A half-open handshake: gone at its timeout, not before. */
 	send_req(f, c, f->g1, f->peer, 1);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 1);
-	relay_driver_set_time(f->relay, t0 + 1000000 - 1);
-	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
-	relay_driver_set_time(f->relay, t0 + 1000000);
-	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	expect_one_expiry_at(f, t0 + 1000000);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 	g_assert_cmpuint(k->sessions_expired, ==, 1);
 
@@ -350,10 +357,7 @@ UNIT_FIXTURE_TEST("/relay-driver/session-timers", NULL, fixture_setup, test_sess
 	/* ...or at its timeout without one, not before. */
 	cm_mad(mad, 0x17, 4, 0);
 	request(f, c, RDMACM_MUX_OP_CODE_MAD, f->g1, mad, f->peer);
-	relay_driver_set_time(f->relay, t + 500000 - 1);
-	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 0);
-	relay_driver_set_time(f->relay, t + 500000);
-	g_assert_cmpuint(relay_driver_run_timers(f->relay), ==, 1);
+	expect_one_expiry_at(f, t + 500000);
 	g_assert_cmpuint(relay_session_count(f->relay), ==, 0);
 	g_assert_cmpuint(k->sessions_expired, ==, 3);
 }

@@ -171,6 +171,13 @@ static UmadSenderStats stats(Fixture *f)
 		}                                                                      \
 	} while (0)
 
+/* start(), then run the loop until all @senders are live. */
+static void start_live(Fixture *f, unsigned senders, uint64_t deadline_usec)
+{
+	start(f, senders, deadline_usec);
+	RUN_UNTIL(f, stats(f).live == senders);
+}
+
 /* Job @i does @what, to destination host @host. */
 static void queue(Fixture *f, unsigned i, int what, unsigned host)
 {
@@ -202,8 +209,7 @@ UNIT_FIXTURE_TEST("/sender-pool/write", NULL, fixture_setup, test_write)
 {
 	(void)data;
 
-	start(f, 2, 5000000);
-	RUN_UNTIL(f, stats(f).live == 2);
+	start_live(f, 2, 5000000);
 	g_assert_cmpuint(stats(f).wanted, ==, 2);
 	queue(f, 0, WRITE_OK, 1);
 	queue(f, 1, WRITE_FAIL, 2);
@@ -223,8 +229,7 @@ UNIT_FIXTURE_TEST("/sender-pool/deadline", NULL, fixture_setup, test_deadline)
 {
 	(void)data;
 
-	start(f, 2, 300000);
-	RUN_UNTIL(f, stats(f).live == 2);
+	start_live(f, 2, 300000);
 	queue(f, 0, WRITE_STALL, 1);
 	queue(f, 1, WRITE_OK, 2);
 	RUN_UNTIL(f, f->done == 2);
@@ -243,8 +248,7 @@ UNIT_FIXTURE_TEST("/sender-pool/lost", NULL, fixture_setup, test_lost)
 {
 	(void)data;
 
-	start(f, 1, 5000000);
-	RUN_UNTIL(f, stats(f).live == 1);
+	start_live(f, 1, 5000000);
 	queue(f, 0, WRITE_DIE, 1);
 	RUN_UNTIL(f, f->done == 1);
 	g_assert_cmpint(f->results[0], ==, -EIO);
@@ -265,8 +269,7 @@ UNIT_FIXTURE_TEST("/sender-pool/bounded-stop", NULL, fixture_setup, test_bounded
 	gint64 t0;
 	(void)data;
 
-	start(f, 1, 60000000);
-	RUN_UNTIL(f, stats(f).live == 1);
+	start_live(f, 1, 60000000);
 	queue(f, 0, WRITE_STALL, 1);
 	queue(f, 1, WRITE_OK, 2); /* waits for the one sender */
 	t0 = g_get_monotonic_time();
