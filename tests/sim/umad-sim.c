@@ -263,30 +263,22 @@ static int do_del_gid(struct sim_fabric *f, char **args, void *data)
 	return 0;
 }
 
-/* A kernel that holds a reader up: the port's next umad_recv() sleeps. */
+/* A kernel that holds a reader up (@data NULL: the port's next
+ * umad_recv() sleeps) or a writer (non-NULL: the port's next write, by
+ * whichever process and fd, sleeps). */
 static int do_stall(struct sim_fabric *f, char **args, void *data)
 {
 	struct sim_port *p = arg_port(f, args);
 
-	(void)data;
 	if (!p)
 		return -ENODEV;
-	p->stall_ms = (uint32_t)atoi(args[2]);
-	p->stall_serial++;
-	return 0;
-}
-
-/* A kernel that holds a writer up: the port's next write, by whichever
- * process and fd, sleeps. */
-static int do_stall_send(struct sim_fabric *f, char **args, void *data)
-{
-	struct sim_port *p = arg_port(f, args);
-
-	(void)data;
-	if (!p)
-		return -ENODEV;
-	p->send_stall_ms = (uint32_t)atoi(args[2]);
-	p->send_stall_serial++;
+	if (data) {
+		p->send_stall_ms = (uint32_t)atoi(args[2]);
+		p->send_stall_serial++;
+	} else {
+		p->stall_ms = (uint32_t)atoi(args[2]);
+		p->stall_serial++;
+	}
 	return 0;
 }
 
@@ -358,7 +350,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "fail-register") == 0 && argc == 6)
 		return edit(argv[2], do_fail_register, argv + 3, NULL);
 	if (strcmp(cmd, "stall-send") == 0 && argc == 6)
-		return edit(argv[2], do_stall_send, argv + 3, NULL);
+		return edit(argv[2], do_stall, argv + 3, (void *)1);
 	if (strcmp(cmd, "restore-port") == 0 && argc == 5)
 		return edit(argv[2], do_set_present, argv + 3, (void *)1);
 	if (strcmp(cmd, "remove-port") == 0 && argc == 5) {
