@@ -335,11 +335,39 @@ static int send_mad(int fd, int agent, void *umad)
 	return 0;
 }
 
+/*
+ * One leg of a handshake: send @sbuf through agent @sagent on @sfd and take
+ * it off @dfd into @dbuf within 5 s, checked as agent @dagent must receive
+ * it from @from_gid at gid_index @didx (check_received()). Return: the
+ * number of wrong fields, or -1 (said on stderr) when it was not sent or
+ * did not come.
+ */
+static int exchange(const char *name, int sfd, int sagent, void *sbuf, int dfd,
+		    int dagent, void *dbuf, int didx,
+		    const uint8_t from_gid[IB_GID_LEN], uint16_t attr, uint64_t tid,
+		    uint32_t comm_id)
+{
+	char what[32];
+	int ret = send_mad(sfd, sagent, sbuf), got;
+
+	if (ret < 0) {
+		fprintf(stderr, "%s: %s send failed: %s\n", prog, name,
+			strerror(-ret));
+		return -1;
+	}
+	snprintf(what, sizeof(what), "%s received", name);
+	got = recv_one(dfd, dbuf, 5000, what);
+	if (got < 0)
+		return -1;
+	return check_received(dbuf, dagent, got, didx, from_gid, attr, tid,
+			      comm_id);
+}
+
 static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 		    const char *dgid_s)
 {
 	uint8_t sgid[IB_GID_LEN], dgid[IB_GID_LEN];
-	int sidx, didx, sfd, dfd, sagent, dagent, got, ret, bad;
+	int sidx, didx, sfd, dfd, sagent, dagent, ret, bad;
 	void *sbuf, *dbuf;
 	uint32_t comm_id = 0x11220000u ^ (uint32_t)getpid();
 	uint64_t tid = 0xfeed000000000000ull | ((uint64_t)(uint32_t)getpid() << 8);
@@ -370,17 +398,10 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 		return 1;
 
 	build_mad(sbuf, sidx, dgid, CM_REQ, tid, comm_id);
-	ret = send_mad(sfd, sagent, sbuf);
-	if (ret < 0) {
-		fprintf(stderr, "%s: REQ send failed: %s\n", prog,
-			strerror(-ret));
+	bad = exchange("REQ", sfd, sagent, sbuf, dfd, dagent, dbuf, didx, sgid,
+		       CM_REQ, tid, comm_id);
+	if (bad < 0)
 		return 1;
-	}
-	got = recv_one(dfd, dbuf, 5000, "REQ received");
-	if (got < 0)
-		return 1;
-	bad = check_received(dbuf, dagent, got, didx, sgid, CM_REQ, tid,
-			     comm_id);
 
 	/* Reply through the received address, as a CM peer would. */
 	{
@@ -392,17 +413,11 @@ static int cmd_xfer(const char *sdev, const char *sgid_s, const char *ddev,
 		mad_set_attr(mad, CM_REP);
 		mad_set_local(mad, ~comm_id);
 	}
-	ret = send_mad(dfd, dagent, dbuf);
-	if (ret < 0) {
-		fprintf(stderr, "%s: REP send failed: %s\n", prog,
-			strerror(-ret));
+	ret = exchange("REP", dfd, dagent, dbuf, sfd, sagent, sbuf, sidx, dgid,
+		       CM_REP, tid, ~comm_id);
+	if (ret < 0)
 		return 1;
-	}
-	got = recv_one(sfd, sbuf, 5000, "REP received");
-	if (got < 0)
-		return 1;
-	bad += check_received(sbuf, sagent, got, sidx, dgid, CM_REP, tid,
-			      ~comm_id);
+	bad += ret;
 	umad_free(sbuf);
 	umad_free(dbuf);
 	umad_close_port(sfd);
