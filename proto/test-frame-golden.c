@@ -206,6 +206,31 @@ static void check_addr(const struct rdmacm_mux_mad_addr *a)
 	g_assert_cmpuint(a->pkey_index, ==, 2);
 }
 
+/* A 256-byte MAD frame from or to gid_local with fill_golden_addr()'s
+ * address, in the golden bytes... */
+static void golden_mad_frame(uint8_t *golden, uint32_t msg_type, int32_t err_code,
+			     const uint8_t mad[256])
+{
+	gold_frame_hdr(golden, msg_type, GOLD_OP_MAD, gid_local, err_code, 256);
+	fill_golden_addr(golden);
+	memcpy(golden + GOLD_OFF_MAD, mad, 256);
+}
+
+/* ...and the same request in the struct (fill_struct_addr()'s address). */
+static void struct_mad_frame(struct rdmacm_mux_msg *msg, const uint8_t mad[256])
+{
+	struct_frame(msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 256);
+	fill_struct_addr(&msg->umad.hdr.addr);
+	memcpy(msg->umad.mad, mad, 256);
+}
+
+/* A decoded MAD frame carries that address and @mad. */
+static void check_mad_frame(const struct rdmacm_mux_msg *msg, const uint8_t mad[256])
+{
+	check_addr(&msg->umad.hdr.addr);
+	g_assert_cmpmem(msg->umad.mad, 256, mad, 256);
+}
+
 UNIT_TEST("/proto/frame/mad-request", test_mad_request)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
@@ -213,9 +238,7 @@ UNIT_TEST("/proto/frame/mad-request", test_mad_request)
 	struct rdmacm_mux_msg msg;
 
 	fill_cm_mad(mad, sizeof(mad));
-	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_MAD, gid_local, 0, 256);
-	fill_golden_addr(golden);
-	memcpy(golden + GOLD_OFF_MAD, mad, 256);
+	golden_mad_frame(golden, GOLD_MSG_REQ, 0, mad);
 	/* The bytes a daemon reads to route and rewrite, at absolute offsets
 	 * (the MAD at 100, so the CM payload at 124, the comm id at 124..127). */
 	g_assert_cmpuint(golden[GOLD_OFF_MAD + 1], ==, 0x07);
@@ -225,17 +248,14 @@ UNIT_TEST("/proto/frame/mad-request", test_mad_request)
 	g_assert_cmpuint(golden[355], ==, mad[255]);
 #endif
 
-	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 256);
-	fill_struct_addr(&msg.umad.hdr.addr);
-	memcpy(msg.umad.mad, mad, 256);
+	struct_mad_frame(&msg, mad);
 	assert_encodes(golden, &msg, "MAD request");
 
 	decode(golden, &msg);
 	g_assert_cmpuint(msg.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 	g_assert_cmpint(msg.umad_len, ==, 256);
 	g_assert_cmpuint(msg.umad.hdr.agent_id, ==, 0);
-	check_addr(&msg.umad.hdr.addr);
-	g_assert_cmpmem(msg.umad.mad, 256, mad, 256);
+	check_mad_frame(&msg, mad);
 }
 
 /* A short MAD: the bytes past umad_len stay zero on the wire. */
@@ -286,16 +306,13 @@ UNIT_TEST("/proto/frame/resp-mad-echo", test_resp_mad_echo)
 	struct rdmacm_mux_msg msg;
 
 	fill_cm_mad(mad, sizeof(mad));
-	gold_frame_hdr(golden, GOLD_MSG_RESP, GOLD_OP_MAD, gid_local, -EIO, 256);
-	fill_golden_addr(golden);
-	memcpy(golden + GOLD_OFF_MAD, mad, 256);
+	golden_mad_frame(golden, GOLD_MSG_RESP, -EIO, mad);
 
 	decode(golden, &msg);
 	g_assert_cmpuint(msg.hdr.msg_type, ==, RDMACM_MUX_MSG_TYPE_RESP);
 	g_assert_cmpuint(msg.hdr.op_code, ==, RDMACM_MUX_OP_CODE_MAD);
 	g_assert_cmpint(msg.hdr.err_code, ==, -EIO);
-	check_addr(&msg.umad.hdr.addr);
-	g_assert_cmpmem(msg.umad.mad, 256, mad, 256);
+	check_mad_frame(&msg, mad);
 }
 
 /* Daemon to client: msg_type REQ, op MAD, sgid = the full local GID, addr =
@@ -308,17 +325,13 @@ UNIT_TEST("/proto/frame/inbound-mad", test_inbound_mad)
 
 	fill_cm_mad(mad, sizeof(mad));
 	mad[17] = 0x13; /* REP */
-	gold_frame_hdr(golden, GOLD_MSG_REQ, GOLD_OP_MAD, gid_local, 0, 256);
+	golden_mad_frame(golden, GOLD_MSG_REQ, 0, mad);
 	gold_put_u32(golden, GOLD_OFF_AGENT_ID, 7);
 	gold_put_u32(golden, GOLD_OFF_LENGTH, 256 + 64);
-	fill_golden_addr(golden);
-	memcpy(golden + GOLD_OFF_MAD, mad, 256);
 
-	struct_frame(&msg, RDMACM_MUX_MSG_TYPE_REQ, RDMACM_MUX_OP_CODE_MAD, gid_local, 0, 256);
+	struct_mad_frame(&msg, mad);
 	msg.umad.hdr.agent_id = 7;
 	msg.umad.hdr.length = 256 + 64;
-	fill_struct_addr(&msg.umad.hdr.addr);
-	memcpy(msg.umad.mad, mad, 256);
 	assert_encodes(golden, &msg, "inbound MAD");
 
 	decode(golden, &msg);
