@@ -409,16 +409,27 @@ static void script_hello_stats(Fixture *f)
 	srv_wait_eof(fd);
 }
 
+/* Open with HELLO against @script: the daemon grants @caps, and a handle
+ * without CLIENT_STATS among them refuses a stats query at once. */
+static struct rdmacm_mux *open_granted(Fixture *f, ServerScript script, uint64_t caps)
+{
+	struct rdmacm_mux *m;
+
+	server_start(f, script);
+	m = open_with(f, 0);
+	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, caps);
+	if (!(caps & RDMACM_MUX_CAP_CLIENT_STATS))
+		g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
+	return m;
+}
+
 static void test_open_hello(Fixture *f, gconstpointer data)
 {
 	struct rdmacm_mux_response resp;
-	struct rdmacm_mux *m = NULL;
+	struct rdmacm_mux *m = open_granted(f, script_hello_stats, RDMACM_MUX_CAP_ALL);
 	uint32_t ticket;
 
 	(void)data;
-	server_start(f, script_hello_stats);
-	m = open_with(f, 0);
-	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ALL);
 
 	g_assert_cmpint(rdmacm_mux_query_stats(m, &ticket), ==, 0);
 	g_assert_cmpint(rdmacm_mux_wait(m, ticket, WAIT_TIMEOUT_MS, &resp), ==, 0);
@@ -452,13 +463,8 @@ static void script_hello_partial(Fixture *f)
 
 static void test_open_hello_partial(Fixture *f, gconstpointer data)
 {
-	struct rdmacm_mux *m = NULL;
-
 	(void)data;
-	server_start(f, script_hello_partial);
-	m = open_with(f, 0);
-	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, RDMACM_MUX_CAP_ERRNO);
-	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
+	open_granted(f, script_hello_partial, RDMACM_MUX_CAP_ERRNO);
 }
 
 /* QEMU's mux: an unknown op_code is echoed with err_code EINVAL. */
@@ -477,13 +483,10 @@ static void script_qemu(Fixture *f)
 
 static void test_open_hello_fallback(Fixture *f, gconstpointer data)
 {
-	struct rdmacm_mux *m = NULL;
+	struct rdmacm_mux *m;
 
 	(void)data;
-	server_start(f, script_qemu);
-	m = open_with(f, 0);
-	g_assert_cmpuint(rdmacm_mux_get_capabilities(m), ==, 0);
-	g_assert_cmpint(rdmacm_mux_query_stats(m, NULL), ==, -EOPNOTSUPP);
+	m = open_granted(f, script_qemu, 0);
 	register_ok(m, gid_b);
 }
 
