@@ -486,8 +486,7 @@ void hosts_vms(Daemon *da, Daemon *db, const char *names, Vm **const *ret)
 
 void hosts_free(Fabric *fabric, Daemon *da, Daemon *db, Vm *const *vms, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		vm_free(vms[i]);
+	vms_free(vms, n);
 	daemon_free(da);
 	daemon_free(db);
 	fabric_free(fabric);
@@ -552,13 +551,37 @@ int64_t daemon_output_attr(const char *output, const char *attr, bool rx)
 
 Vm *vm_new(Daemon *d, const char *gid, const char *name)
 {
+	return vm_new_flags(d, gid, name, 0);
+}
+
+void hosts_vm_pairs(Daemon *da, Daemon *db, unsigned n, unsigned flags, Vm **a, Vm **b)
+{
+	for (unsigned i = 0; i < n; i++) {
+		g_autofree char *ga = g_strdup_printf("::ffff:10.0.1.%u", i + 1);
+		g_autofree char *gb = g_strdup_printf("::ffff:10.0.2.%u", i + 1);
+		g_autofree char *na = g_strdup_printf("a%u", i + 1);
+		g_autofree char *nb = g_strdup_printf("b%u", i + 1);
+
+		a[i] = vm_new_flags(da, ga, na, flags);
+		b[i] = vm_new_flags(db, gb, nb, flags);
+	}
+}
+
+void vms_free(Vm *const *vms, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		vm_free(vms[i]);
+}
+
+Vm *vm_new_flags(Daemon *d, const char *gid, const char *name, unsigned flags)
+{
 	Vm *vm = g_new0(Vm, 1);
 	struct rdmacm_mux_response resp;
 	uint32_t ticket;
 
 	vm->name = g_strdup(name);
 	gid_parse(gid, vm->gid);
-	g_assert_cmpint(rdmacm_mux_open(d->socket, 0, 5000, &vm->mux), ==, 0);
+	g_assert_cmpint(rdmacm_mux_open(d->socket, flags, 5000, &vm->mux), ==, 0);
 	g_assert_cmpint(rdmacm_mux_register_gid(vm->mux, vm->gid, &ticket), ==, 0);
 	g_assert_cmpint(rdmacm_mux_wait(vm->mux, ticket, 5000, &resp), ==, 0);
 	g_assert_cmpint(resp.error, ==, 0);

@@ -137,7 +137,14 @@ int64_t daemon_output_attr(const char *output, const char *attr, bool rx);
 
 /* A client of @d that registered @gid (text), through the library. */
 Vm *vm_new(Daemon *d, const char *gid, const char *name);
+/* The same, opened with @flags (rdmacm_mux_open()'s). */
+Vm *vm_new_flags(Daemon *d, const char *gid, const char *name, unsigned flags);
 void vm_free(Vm *vm);
+/* @n VMs on each daemon, opened with @flags: a[i], named a<i+1>, a client
+ * of @da with GID ::ffff:10.0.1.<i+1>; b[i] one of @db with 10.0.2. */
+void hosts_vm_pairs(Daemon *da, Daemon *db, unsigned n, unsigned flags, Vm **a, Vm **b);
+/* vm_free() each of the @n VMs of @vms (NULL ones skipped). */
+void vms_free(Vm *const *vms, size_t n);
 /* Send a MAD from the VM's GID to @dest; returns the daemon's verdict. */
 int vm_send(Vm *vm, const uint8_t dest[IB_GID_LEN], const uint8_t mad[256]);
 /* Wait up to @timeout_ms for an inbound MAD (0: take one only if the

@@ -44,27 +44,15 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	(void)data;
 	f->fabric = fabric_new("two-hosts");
 	hosts_start(f->fabric, timers, timers, &f->da, &f->db);
-	for (int i = 0; i < NVM; i++) {
-		g_autofree char *ga = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
-		g_autofree char *gb = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
-		g_autofree char *na = g_strdup_printf("a%d", i + 1);
-		g_autofree char *nb = g_strdup_printf("b%d", i + 1);
-		f->a[i] = vm_new(f->da, ga, na);
-		f->b[i] = vm_new(f->db, gb, nb);
-	}
+	hosts_vm_pairs(f->da, f->db, NVM, 0, f->a, f->b);
 	f->tid = 0x1000;
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	for (int i = 0; i < NVM; i++) {
-		vm_free(f->a[i]);
-		vm_free(f->b[i]);
-	}
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	vms_free(f->a, NVM);
+	hosts_free(f->fabric, f->da, f->db, f->b, NVM);
 }
 
 static bool on_a(Fixture *f, Vm *vm)

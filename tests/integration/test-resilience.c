@@ -31,24 +31,8 @@ typedef struct Fixture {
 	uint32_t comm;
 } Fixture;
 
-/* A client of @d that reconnects, with short delays to keep the test fast. */
-static Vm *vm_new_reconnect(Daemon *d, const char *gid, const char *name)
-{
-	Vm *vm = g_new0(Vm, 1);
-	struct rdmacm_mux_response resp;
-	uint32_t ticket;
-
-	vm->name = g_strdup(name);
-	gid_parse(gid, vm->gid);
-	g_assert_cmpint(rdmacm_mux_open(d->socket, RDMACM_MUX_OPEN_RECONNECT, 5000, &vm->mux), ==,
-			0);
-	g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(vm->mux, 20, 200, 20), ==, 0);
-	g_assert_cmpint(rdmacm_mux_register_gid(vm->mux, vm->gid, &ticket), ==, 0);
-	g_assert_cmpint(rdmacm_mux_wait(vm->mux, ticket, 5000, &resp), ==, 0);
-	g_assert_cmpint(resp.error, ==, 0);
-	return vm;
-}
-
+/* N_PAIRS clients on each daemon that reconnect, with short delays to keep
+ * the test fast. */
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
@@ -56,27 +40,18 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	hosts_start(f->fabric, NULL, NULL, &f->da, &f->db);
 	f->tid = 0x7000;
 	f->comm = 0x100;
+	hosts_vm_pairs(f->da, f->db, N_PAIRS, RDMACM_MUX_OPEN_RECONNECT, f->a, f->b);
 	for (int i = 0; i < N_PAIRS; i++) {
-		g_autofree char *ga = g_strdup_printf("::ffff:10.0.1.%d", i + 1);
-		g_autofree char *gb = g_strdup_printf("::ffff:10.0.2.%d", i + 1);
-		g_autofree char *na = g_strdup_printf("a%d", i);
-		g_autofree char *nb = g_strdup_printf("b%d", i);
-
-		f->a[i] = vm_new_reconnect(f->da, ga, na);
-		f->b[i] = vm_new_reconnect(f->db, gb, nb);
+		g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(f->a[i]->mux, 20, 200, 20), ==, 0);
+		g_assert_cmpint(rdmacm_mux_set_reconnect_backoff(f->b[i]->mux, 20, 200, 20), ==, 0);
 	}
 }
 
 static void fixture_teardown(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	for (int i = 0; i < N_PAIRS; i++) {
-		vm_free(f->a[i]);
-		vm_free(f->b[i]);
-	}
-	daemon_free(f->da);
-	daemon_free(f->db);
-	fabric_free(f->fabric);
+	vms_free(f->a, N_PAIRS);
+	hosts_free(f->fabric, f->da, f->db, f->b, N_PAIRS);
 }
 
 /* A whole CM connection, REQ to DREP, between @a and @b. */
