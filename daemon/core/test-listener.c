@@ -22,6 +22,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "test-log-capture.h"
 #include "unit-test.h"
 
 typedef struct Dir {
@@ -385,30 +386,6 @@ static void test_emfile_pauses(Dir *d, gconstpointer data)
 	sd_event_unref(e);
 }
 
-/* What @fn(@arg) writes to stderr, every level logged. */
-static char *stderr_of(void (*fn)(void *arg), void *arg)
-{
-	int mem = memfd_create("stderr", MFD_CLOEXEC), saved = dup(2);
-	char buf[4096];
-	ssize_t n;
-
-	g_assert_cmpint(mem, >=, 0);
-	g_assert_cmpint(saved, >=, 0);
-	fflush(stderr);
-	g_assert_cmpint(dup2(mem, 2), ==, 2);
-	log_setup(LOG_DEBUG, true);
-	fn(arg);
-	fflush(stderr);
-	log_setup(LOG_CRIT, true);
-	g_assert_cmpint(dup2(saved, 2), ==, 2);
-	close(saved);
-	n = pread(mem, buf, sizeof(buf) - 1, 0);
-	g_assert_cmpint(n, >=, 0);
-	buf[n] = '\0';
-	close(mem);
-	return g_strdup(buf);
-}
-
 typedef struct WatchUnwatchable {
 	sd_event *e;
 	int fd;
@@ -439,7 +416,7 @@ UNIT_TEST("/listener/new-fails-quietly", test_new_fails_quietly)
 	g_assert_cmpint(w.fd, >=, 0);
 	g_assert_cmpint(g_unlink(tmp), ==, 0);
 	g_assert_cmpint(sd_event_new(&w.e), >=, 0);
-	said = stderr_of(watch_unwatchable, &w);
+	said = test_log_capture(watch_unwatchable, &w);
 	g_assert_cmpint(w.r, ==, -EPERM);
 	g_assert_null(w.l);
 	g_assert_cmpstr(said, ==, "");

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "protocol-err-codes.h"
 #include "relay-driver.h"
+#include "test-log-capture.h"
 #include "umad-port-fake.h"
 #include "unit-test.h"
 #include "util.h"
@@ -135,28 +136,23 @@ static void fixture_teardown(Fixture *f, gconstpointer data)
 
 /* The lines the relay logs (every level) while @f's client sends a REQ
  * that goes to a sender, whose write then fails with @err. */
+typedef struct FailedSend {
+	Fixture *f;
+	int err;
+} FailedSend;
+
+static void failed_send(void *arg)
+{
+	FailedSend *s = arg;
+
+	req(s->f, 7, s->f->peer);
+	g_assert_cmpint(relay_driver_send_end(s->f->relay, 0, RELAY_DRIVER_SEND_FAIL, s->err), ==,
+			0);
+}
+
 static char *log_of_failed_send(Fixture *f, int err)
 {
-	int mem = memfd_create("stderr", MFD_CLOEXEC), saved = dup(2), level = log_get_max_level();
-	char buf[4096];
-	ssize_t n;
-
-	g_assert_cmpint(mem, >=, 0);
-	g_assert_cmpint(saved, >=, 0);
-	fflush(stderr);
-	g_assert_cmpint(dup2(mem, 2), ==, 2);
-	log_setup(LOG_DEBUG, true);
-	req(f, 7, f->peer);
-	g_assert_cmpint(relay_driver_send_end(f->relay, 0, RELAY_DRIVER_SEND_FAIL, err), ==, 0);
-	fflush(stderr);
-	log_setup(level, true);
-	g_assert_cmpint(dup2(saved, 2), ==, 2);
-	close(saved);
-	n = pread(mem, buf, sizeof(buf) - 1, 0);
-	g_assert_cmpint(n, >=, 0);
-	buf[n] = '\0';
-	close(mem);
-	return g_strdup(buf);
+	return test_log_capture(failed_send, &(FailedSend){ f, err });
 }
 
 /*
