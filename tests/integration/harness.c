@@ -811,6 +811,23 @@ void qemu_pairs_expect_quiet(const QemuPairs *p)
 	}
 }
 
+void qemu_pairs_write_to_nowhere(const QemuPairs *p, unsigned i, unsigned n, uint32_t comm,
+				 uint64_t tid)
+{
+	g_autofree struct rdmacm_mux_msg *frames = g_new0(struct rdmacm_mux_msg, n);
+	ssize_t len = (ssize_t)(n * sizeof(*frames));
+
+	for (unsigned k = 0; k < n; k++) {
+		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", k + 1);
+		uint8_t nowhere[IB_GID_LEN], mad[256];
+
+		gid_parse(text, nowhere);
+		mad_build_req(mad, comm + k, p->qgid[i], nowhere, tid + k);
+		qemu_frame(&frames[k], p->qgid[i], mad);
+	}
+	g_assert_cmpint(write(p->q[i], frames, (size_t)len), ==, len);
+}
+
 void qemu_pairs_free(QemuPairs *p)
 {
 	for (unsigned i = 0; i < p->n; i++) {

@@ -210,6 +210,11 @@ void qemu_pairs_open(QemuPairs *p, unsigned n);
 /* Wait until neither daemon holds a frame for a client, then assert that
  * no client and no peer has anything more to read: nothing came twice. */
 void qemu_pairs_expect_quiet(const QemuPairs *p);
+/* Client @i of @p writes @n REQs to GIDs no port has (::ffff:10.0.5.1
+ * on), comm ids from @comm and TIDs from @tid, in one write: a QEMU whose
+ * guest sends faster than answers come. */
+void qemu_pairs_write_to_nowhere(const QemuPairs *p, unsigned i, unsigned n, uint32_t comm,
+				 uint64_t tid);
 /* Free all @p holds: the pairs, both daemons, the supervisor, the fabric. */
 void qemu_pairs_free(QemuPairs *p);
 

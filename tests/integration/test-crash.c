@@ -164,18 +164,11 @@ UNIT_FIXTURE_TEST("/crash/owed-answers", NULL, fixture_setup, test_owed_answers)
 UNIT_FIXTURE_TEST("/crash/buffered-requests", NULL, fixture_setup, test_buffered_requests)
 {
 	enum { N = 12, SLOW = 2 };
-	struct rdmacm_mux_msg frames[N], m;
+	struct rdmacm_mux_msg m;
 	(void)data;
 
-	for (unsigned i = 0; i < N; i++) {
-		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
-		uint8_t nowhere[IB_GID_LEN], mad[256];
-
-		gid_parse(text, nowhere);
-		mad_build_req(mad, 0x300 + i, f->p.qgid[0], nowhere, ++f->tid);
-		qemu_frame(&frames[i], f->p.qgid[0], mad);
-	}
-	g_assert_cmpint(write(f->p.q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	qemu_pairs_write_to_nowhere(&f->p, 0, N, 0x300, f->tid + 1);
+	f->tid += N;
 	daemon_wait_metric(f->p.da, "rdmacm_mux_sender_queued_mads", NULL, SLOW);
 	g_assert_cmpint(raw_recv(f->p.q[0], &m, 0), ==, -ETIMEDOUT);
 

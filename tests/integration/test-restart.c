@@ -252,22 +252,15 @@ UNIT_FIXTURE_TEST("/restart/other-version-refused", NULL, fixture_setup, test_ot
 UNIT_FIXTURE_TEST("/restart/buffered-requests-answered", "no supervisor", fixture_setup, test_buffered_requests_answered)
 {
 	enum { N = 12, SLOW = 2 };
-	struct rdmacm_mux_msg frames[N], m;
+	struct rdmacm_mux_msg m;
 	unsigned serving = daemon_output_count(f->p.da, "serving simA port 1");
 	(void)data;
 
-	for (unsigned i = 0; i < N; i++) {
-		g_autofree char *text = g_strdup_printf("::ffff:10.0.5.%u", i + 1);
-		uint8_t nowhere[IB_GID_LEN], mad[256];
-
-		gid_parse(text, nowhere);
-		mad_build_req(mad, 0x300 + i, f->p.qgid[0], nowhere, ++f->tid);
-		qemu_frame(&frames[i], f->p.qgid[0], mad);
-	}
 	/* The writes to nowhere stall until the test releases them. One
 	 * write of twelve frames: the daemon takes all of it in at once. */
 	fabric_hold_unreachable(f->p.fabric, true);
-	g_assert_cmpint(write(f->p.q[0], frames, sizeof(frames)), ==, (ssize_t)sizeof(frames));
+	qemu_pairs_write_to_nowhere(&f->p, 0, N, 0x300, f->tid + 1);
+	f->tid += N;
 	daemon_wait_metric(f->p.da, "rdmacm_mux_sender_queued_mads", NULL, SLOW);
 	g_assert_cmpint(raw_recv(f->p.q[0], &m, 0), ==, -ETIMEDOUT);
 	/* SIGHUP: the daemon stops its senders, gives the two writes a
