@@ -117,6 +117,22 @@ static JsonObject *find_session(JsonNode *root, int64_t client_id, int64_t clien
 	return hit;
 }
 
+/* @d's "sessions" (read again into *@listing) lists client @client_id's
+ * session @comm with wire id @wire, in @state with @timer armed. */
+static void expect_session(const Daemon *d, JsonNode **listing, int64_t client_id, int64_t comm,
+			   int64_t wire, const char *state, const char *timer)
+{
+	JsonObject *s;
+
+	g_clear_pointer(listing, json_node_unref);
+	*listing = muxctl_json(d, "sessions");
+	s = find_session(*listing, client_id, comm);
+
+	g_assert_cmpint(member_int(s, "wire_comm_id"), ==, wire);
+	g_assert_cmpstr(member_str(s, "state"), ==, state);
+	g_assert_cmpstr(member_str(s, "timer"), ==, timer);
+}
+
 static const char *const attrs[] = { "REQ", "MRA", "REJ", "REP", "RTU", "DREQ",
 				     "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR", "other" };
 
@@ -263,12 +279,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 	mad_build(mad, CM_SIDR_REQ, 33, 0, ++f->tid);
 	vm_send_expect(f->a2, f->b1, mad, &in);
 	ws = mad_local(in.mad);
-	g_clear_pointer(&sa, json_node_unref);
-	sa = muxctl_json(f->da, "sessions");
-	s = find_session(sa, id_a2, 33);
-	g_assert_cmpint(member_int(s, "wire_comm_id"), ==, ws);
-	g_assert_cmpstr(member_str(s, "state"), ==, "sidr-sent");
-	g_assert_cmpstr(member_str(s, "timer"), ==, "sidr");
+	expect_session(f->da, &sa, id_a2, 33, ws, "sidr-sent", "sidr");
 	mad_build(mad, CM_SIDR_REP, ws, 0, ++f->tid);
 	vm_send_expect(f->b1, f->a2, mad, &in);
 	g_assert_cmpuint(mad_local(in.mad), ==, 33);
@@ -276,12 +287,7 @@ UNIT_FIXTURE_TEST("/admin/state", NULL, fixture_setup, test_state)
 	/* A REQ a2 -> b1 that b1 rejects: closing */
 	wr = vm_req_rejected(f->a2, f->b1, 44, f->tid + 1);
 	f->tid += 2;
-	g_clear_pointer(&sa, json_node_unref);
-	sa = muxctl_json(f->da, "sessions");
-	s = find_session(sa, id_a2, 44);
-	g_assert_cmpint(member_int(s, "wire_comm_id"), ==, wr);
-	g_assert_cmpstr(member_str(s, "state"), ==, "closing");
-	g_assert_cmpstr(member_str(s, "timer"), ==, "closing");
+	expect_session(f->da, &sa, id_a2, 44, wr, "closing", "closing");
 
 	/* Counters and totals: exactly what the clients saw. */
 	{
