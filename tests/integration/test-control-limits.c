@@ -317,18 +317,28 @@ static void start_readers(const Daemon *d, int *fds, int n)
 	}
 }
 
+/* @n trace readers on @d (their sockets in @r), the most it takes: the
+ * next one is told so. */
+static void fill_trace_readers(const Daemon *d, int *r, int n)
+{
+	g_autofree char *want = g_strdup_printf("error: too many trace readers (%d)\n", n);
+	g_autofree char *extra = NULL;
+	int late;
+
+	start_readers(d, r, n);
+	late = ctl_connect(d);
+	extra = ctl_ask(late, "trace\n", 3000);
+	close(late);
+	g_assert_cmpstr(extra, ==, want);
+}
+
 /* Four trace readers by default: the fifth is told so. */
 UNIT_FIXTURE_TEST("/control/trace-readers-default", NULL, fixture_setup, test_trace_readers_default)
 {
-	g_autofree char *extra = NULL;
-	int r[4], late;
+	int r[4];
 	(void)data;
 
-	start_readers(f->da, r, 4);
-	late = ctl_connect(f->da);
-	extra = ctl_ask(late, "trace\n", 3000);
-	close(late);
-	g_assert_cmpstr(extra, ==, "error: too many trace readers (4)\n");
+	fill_trace_readers(f->da, r, 4);
 	for (int i = 0; i < 4; i++)
 		close(r[i]);
 }
@@ -341,18 +351,14 @@ UNIT_FIXTURE_TEST("/control/trace-readers-default", NULL, fixture_setup, test_tr
  */
 UNIT_FIXTURE_TEST("/control/trace-readers", trace2_opts, fixture_setup, test_trace_readers)
 {
-	g_autofree char *extra = NULL, *out = NULL, *traced = NULL, *log = NULL;
+	g_autofree char *out = NULL, *traced = NULL, *log = NULL;
 	uint8_t mad[256];
-	int r[2], late;
+	int r[2];
 	gint64 end;
 	bool shed = false;
 	(void)data;
 
-	start_readers(f->da, r, 2);
-	late = ctl_connect(f->da);
-	extra = ctl_ask(late, "trace\n", 3000);
-	close(late);
-	g_assert_cmpstr(extra, ==, "error: too many trace readers (2)\n");
+	fill_trace_readers(f->da, r, 2);
 	g_assert_cmpint(muxctl(f->da, "trace", &traced), ==, 1);
 	g_assert_nonnull(strstr(traced, "error: too many trace readers (2)"));
 	g_assert_null(strstr(traced, "Broken pipe"));
