@@ -143,3 +143,26 @@ uint32_t session_table_copy(const SessionTable *t, Session *out, uint32_t max)
 		}
 	return n;
 }
+
+/* ---- reproducible wire ids ---- */
+
+/* A splitmix64 sequence from the seed: every id a test sees is the same
+ * run after run, and still spread over the whole space. */
+static void fill_seeded(void *ctx, void *buf, size_t len)
+{
+	uint64_t *state = ctx;
+	uint32_t *out = buf;
+
+	for (size_t i = 0; i < len / sizeof(uint32_t); i++) {
+		*state += 0x9e3779b97f4a7c15ull;
+		out[i] = (uint32_t)(mix64(*state) >> 32);
+	}
+}
+
+void session_table_seed_wire_ids(SessionTable *t, uint64_t seed)
+{
+	uint64_t *state = g_new(uint64_t, 1);
+
+	*state = seed;
+	session_table_set_random_source(t, fill_seeded, state, g_free);
+}

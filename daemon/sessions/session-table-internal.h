@@ -63,12 +63,13 @@ struct SessionTable {
 	uint32_t half_open; /* SESSION_F_HALF_OPEN sessions */
 	SessionRemovedFn removed;
 	void *removed_userdata;
-	/* Wire ids come from getrandom() in batches, or from a seeded
-	 * sequence in tests (seeded != 0). */
+	/* Wire ids come in batches from the pool's source: the kernel's
+	 * CSPRNG unless session_table_set_random_source() chose another. */
 	uint32_t random_pool[RANDOM_POOL];
 	unsigned random_left;
-	uint64_t seed_state;
-	bool seeded;
+	SessionRandomFn random_fill;
+	void *random_ctx;
+	GDestroyNotify random_ctx_free;
 };
 
 static inline uint32_t ms_ticks(uint64_t usec)

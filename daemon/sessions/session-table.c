@@ -233,6 +233,8 @@ int session_table_grow(SessionTable *t)
 	return session_table_grow_from(t, INITIAL_CAPACITY);
 }
 
+static void fill_random(void *ctx, void *buf, size_t len);
+
 SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_COUNT], int fd)
 {
 	SessionTable *t = calloc(1, sizeof(*t));
@@ -244,6 +246,7 @@ SessionTable *session_table_new_empty(const uint32_t timeouts_ms[SESSION_TIMER_C
 	/* A dead session's id stays reserved for as long as a closing one. */
 	t->timeouts_ms[TIMER_TOMB] = timeouts_ms[SESSION_TIMER_CLOSING];
 	t->max_tombs = DEFAULT_MAX_TOMBSTONES;
+	t->random_fill = fill_random;
 	return t;
 }
 
@@ -309,6 +312,8 @@ void session_table_free(SessionTable *t)
 	table_free(t->wire_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->client_buckets, (size_t)t->capacity * sizeof(uint32_t));
 	table_free(t->peer_buckets, (size_t)t->capacity * sizeof(uint32_t));
+	if (t->random_ctx_free)
+		t->random_ctx_free(t->random_ctx);
 	free(t);
 }
 
@@ -558,20 +563,14 @@ void session_table_remove_all(SessionTable *t, SessionList *owner)
 
 /* ---- keys ---- */
 
-void session_table_seed_wire_ids(SessionTable *t, uint64_t seed)
-{
-	t->seeded = true;
-	t->seed_state = seed;
-	t->random_left = 0;
-}
-
 /* Fill @buf from the kernel's CSPRNG. getrandom() without GRND_NONBLOCK
  * blocks only until the pool is first initialised during boot. A daemon
  * that cannot get random numbers must not hand out guessable ids. */
-static void fill_random(void *buf, size_t len)
+static void fill_random(void *ctx, void *buf, size_t len)
 {
 	uint8_t *p = buf;
 
+	(void)ctx;
 	while (len > 0) {
 		ssize_t n = getrandom(p, len, 0);
 
@@ -584,15 +583,22 @@ static void fill_random(void *buf, size_t len)
 	}
 }
 
-/* The next candidate wire id: uniformly random, or the seeded sequence. */
+void session_table_set_random_source(SessionTable *t, SessionRandomFn fill, void *ctx,
+				     GDestroyNotify ctx_free)
+{
+	if (t->random_ctx_free)
+		t->random_ctx_free(t->random_ctx);
+	t->random_fill = fill;
+	t->random_ctx = ctx;
+	t->random_ctx_free = ctx_free;
+	t->random_left = 0;
+}
+
+/* The next candidate wire id, uniformly random. */
 static uint32_t next_random_id(SessionTable *t)
 {
-	if (t->seeded) {
-		t->seed_state += 0x9e3779b97f4a7c15ull;
-		return (uint32_t)(mix64(t->seed_state) >> 32);
-	}
 	if (t->random_left == 0) {
-		fill_random(t->random_pool, sizeof(t->random_pool));
+		t->random_fill(t->random_ctx, t->random_pool, sizeof(t->random_pool));
 		t->random_left = RANDOM_POOL;
 	}
 	return t->random_pool[--t->random_left];

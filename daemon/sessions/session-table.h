@@ -258,8 +258,20 @@ void session_table_remove(SessionTable *t, SessionList *owner, uint32_t handle);
 /* Remove all of a client's sessions (the client left). */
 void session_table_remove_all(SessionTable *t, SessionList *owner);
 
+/* Fills @len bytes at @buf with the random bits wire ids are drawn from. */
+typedef void (*SessionRandomFn)(void *ctx, void *buf, size_t len);
+/**
+ * session_table_set_random_source() - draw @t's wire ids from @fill (with
+ * @ctx, freed by @ctx_free with the table or the next source) instead of
+ * the kernel's CSPRNG. Chosen where the table is made, before any id is
+ * drawn: tests and fuzzers use it for reproducible ids
+ * (session_table_seed_wire_ids(), session-table-check.c); the daemon
+ * never does.
+ */
+void session_table_set_random_source(SessionTable *t, SessionRandomFn fill, void *ctx,
+				     GDestroyNotify ctx_free);
 /* Make wire ids reproducible (fuzzers, tests): a sequence from @seed
- * instead of getrandom(). */
+ * instead of getrandom(). A test seam: session-table-check.c. */
 void session_table_seed_wire_ids(SessionTable *t, uint64_t seed);
 
 /* Give session @handle a fresh wire id (random, never 0, never live and
