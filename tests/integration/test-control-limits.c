@@ -230,6 +230,20 @@ static gpointer flood(gpointer data)
 	return NULL;
 }
 
+/* A round trip failed: say where each daemon's counters stood, so that
+ * a failure on a loaded machine can be traced from its log alone. */
+static G_NORETURN void round_trip_lost(Fixture *f, const char *what)
+{
+	g_autofree char *ca = NULL, *cb = NULL;
+
+	(void)muxctl(f->da, "counters", &ca);
+	(void)muxctl(f->db, "counters", &cb);
+	g_error("%s within %d ms\nsimA's counters:\n%s\nsimA said:\n%s\nsimB's counters:\n%s\n"
+		"simB said:\n%s",
+		what, HARNESS_WAIT_MS, ca ? ca : "-", daemon_output(f->da), cb ? cb : "-",
+		daemon_output(f->db));
+}
+
 /* A REQ from a1 to b1 and b1's REJ back, through both daemons. */
 static void round_trip(Fixture *f)
 {
@@ -239,12 +253,14 @@ static void round_trip(Fixture *f)
 
 	mad_build_req(mad, local, f->a1->gid, f->b1->gid, ++f->tid);
 	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, 0);
-	g_assert_cmpint(vm_recv(f->b1, &in, 10000), ==, 0);
+	if (vm_recv(f->b1, &in, HARNESS_WAIT_MS) != 0)
+		round_trip_lost(f, "the REQ never reached b1");
 	g_assert_cmpuint(mad_attr(in.mad), ==, CM_REQ);
 	mad_build(mad, CM_REJ, 0, mad_local(in.mad), ++f->tid);
 	mad_set_rej(mad, 0, 28); /* MessageRejected: REQ; Reason: consumer defined */
 	g_assert_cmpint(vm_send(f->b1, f->a1->gid, mad), ==, 0);
-	g_assert_cmpint(vm_recv(f->a1, &in, 10000), ==, 0);
+	if (vm_recv(f->a1, &in, HARNESS_WAIT_MS) != 0)
+		round_trip_lost(f, "the REJ never reached a1");
 	g_assert_cmpuint(mad_attr(in.mad), ==, CM_REJ);
 	g_assert_cmpuint(mad_remote(in.mad), ==, local);
 }
