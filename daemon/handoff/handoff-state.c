@@ -633,8 +633,10 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	const HandoffHeader *h;
 	const HandoffSection *counters;
 	size_t legacy_len = 0;
-	void *ro;
-	size_t bytes;
+	/* Set by state_map_ro() when it succeeds; optimising compilers
+	 * cannot always see that across it. */
+	void *ro = NULL;
+	size_t bytes = 0;
 	int r;
 
 	if (!why)
@@ -880,8 +882,10 @@ int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, cons
 	const char *dummy;
 	const HandoffHeader *h;
 	const HandoffSection *e;
-	void *ro;
-	size_t bytes;
+	/* Set by state_map_ro() when it succeeds; optimising compilers
+	 * cannot always see that across it. */
+	void *ro = NULL;
+	size_t bytes = 0;
 	int r, i;
 
 	if (!why)
