@@ -44,6 +44,23 @@ static void check(SessionState state, uint32_t peer_id, CmInbound in, CmMatch wa
 			session_state_name(state), peer_id, cm_match_inbound(&s, &in), want);
 }
 
+/* One message kind, from the peer with both ids right, in a list of
+ * session states: the verdict each state must give. */
+typedef struct {
+	SessionState state;
+	CmMatch want;
+} StateVerdict;
+
+static void check_states(uint16_t attr, const StateVerdict *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		check(cases[i].state, PEER_ID, from_peer(attr), cases[i].want);
+}
+
+#define CHECK_STATES(attr, ...)                                                 \
+	check_states(attr, (const StateVerdict[]){ __VA_ARGS__ },               \
+		     sizeof((const StateVerdict[]){ __VA_ARGS__ }) / sizeof(StateVerdict))
+
 UNIT_TEST("/cm-match/sender", test_sender_checks)
 {
 	CmInbound in = from_peer(CM_ATTR_DREQ);
@@ -113,19 +130,14 @@ UNIT_TEST("/cm-match/rep", test_rep)
 
 UNIT_TEST("/cm-match/rtu-dreq-drep", test_rtu_dreq_drep)
 {
-	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_ADVANCE);
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_REPEAT);
-	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_BAD_STATE);
-	check(SESSION_CLOSING, PEER_ID, from_peer(CM_ATTR_RTU), CM_MATCH_BAD_STATE);
-
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_DREQ), CM_MATCH_ADVANCE);
-	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_DREQ), CM_MATCH_ADVANCE);
-	check(SESSION_CLOSING, PEER_ID, from_peer(CM_ATTR_DREQ), CM_MATCH_ADVANCE);
-	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_DREQ), CM_MATCH_BAD_STATE);
-	check(SESSION_REP_RCVD, PEER_ID, from_peer(CM_ATTR_DREQ), CM_MATCH_BAD_STATE);
-
-	check(SESSION_CLOSING, PEER_ID, from_peer(CM_ATTR_DREP), CM_MATCH_ADVANCE);
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_DREP), CM_MATCH_BAD_STATE);
+	CHECK_STATES(CM_ATTR_RTU, { SESSION_REP_SENT, CM_MATCH_ADVANCE },
+		     { SESSION_ESTABLISHED, CM_MATCH_REPEAT }, { SESSION_REQ_RCVD, CM_MATCH_BAD_STATE },
+		     { SESSION_CLOSING, CM_MATCH_BAD_STATE });
+	CHECK_STATES(CM_ATTR_DREQ, { SESSION_ESTABLISHED, CM_MATCH_ADVANCE },
+		     { SESSION_REP_SENT, CM_MATCH_ADVANCE }, { SESSION_CLOSING, CM_MATCH_ADVANCE },
+		     { SESSION_REQ_RCVD, CM_MATCH_BAD_STATE }, { SESSION_REP_RCVD, CM_MATCH_BAD_STATE });
+	CHECK_STATES(CM_ATTR_DREP, { SESSION_CLOSING, CM_MATCH_ADVANCE },
+		     { SESSION_ESTABLISHED, CM_MATCH_BAD_STATE });
 }
 
 UNIT_TEST("/cm-match/rej", test_rej)
@@ -172,9 +184,9 @@ UNIT_TEST("/cm-match/mra-lap-apr-sidr", test_mra_lap_apr_sidr)
 	in.msg_mraed = 3; /* reserved */
 	check(SESSION_ESTABLISHED, PEER_ID, in, CM_MATCH_BAD_STATE);
 
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_LAP), CM_MATCH_REPEAT);
-	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_LAP), CM_MATCH_BAD_STATE);
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_APR), CM_MATCH_REPEAT);
+	CHECK_STATES(CM_ATTR_LAP, { SESSION_ESTABLISHED, CM_MATCH_REPEAT },
+		     { SESSION_REP_SENT, CM_MATCH_BAD_STATE });
+	CHECK_STATES(CM_ATTR_APR, { SESSION_ESTABLISHED, CM_MATCH_REPEAT });
 
 	check(SESSION_SIDR_SENT, 0, from_peer(CM_ATTR_SIDR_REP), CM_MATCH_ADVANCE);
 	check(SESSION_ESTABLISHED, 0, from_peer(CM_ATTR_SIDR_REP), CM_MATCH_BAD_STATE);
@@ -185,12 +197,11 @@ UNIT_TEST("/cm-match/mra-lap-apr-sidr", test_mra_lap_apr_sidr)
 
 UNIT_TEST("/cm-match/repeated-requests", test_repeated_requests)
 {
-	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_ADVANCE);
-	check(SESSION_REP_SENT, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_REPEAT);
-	check(SESSION_ESTABLISHED, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_REPEAT);
-	check(SESSION_SIDR_RCVD, PEER_ID, from_peer(CM_ATTR_REQ), CM_MATCH_BAD_STATE);
-	check(SESSION_SIDR_RCVD, PEER_ID, from_peer(CM_ATTR_SIDR_REQ), CM_MATCH_ADVANCE);
-	check(SESSION_REQ_RCVD, PEER_ID, from_peer(CM_ATTR_SIDR_REQ), CM_MATCH_BAD_STATE);
+	CHECK_STATES(CM_ATTR_REQ, { SESSION_REQ_RCVD, CM_MATCH_ADVANCE },
+		     { SESSION_REP_SENT, CM_MATCH_REPEAT }, { SESSION_ESTABLISHED, CM_MATCH_REPEAT },
+		     { SESSION_SIDR_RCVD, CM_MATCH_BAD_STATE });
+	CHECK_STATES(CM_ATTR_SIDR_REQ, { SESSION_SIDR_RCVD, CM_MATCH_ADVANCE },
+		     { SESSION_REQ_RCVD, CM_MATCH_BAD_STATE });
 }
 
 UNIT_TEST_MAIN()
