@@ -208,6 +208,16 @@ static void srv_answer(int fd, const uint8_t *req, int32_t err)
 	srv_write(fd, resp, sizeof(resp));
 }
 
+/* Read one REG for @gid and answer it with @err. */
+static void srv_expect_reg(int fd, const uint8_t *gid, int32_t err)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+
+	srv_read_frame(fd, req);
+	expect_gid_request(req, GOLD_OP_REG, gid);
+	srv_answer(fd, req, err);
+}
+
 static void srv_expect_hello(int fd, uint8_t *req)
 {
 	uint8_t golden[GOLD_FRAME_SIZE] = { 0 };
@@ -346,13 +356,10 @@ static void register_ok(struct rdmacm_mux *m, const uint8_t gid[16])
 
 static void script_base(Fixture *f)
 {
-	uint8_t req[GOLD_FRAME_SIZE];
 	int fd = srv_accept(f);
 
 	/* No HELLO: the first frame is the REG. */
-	srv_read_frame(fd, req);
-	expect_gid_request(req, GOLD_OP_REG, gid_a);
-	srv_answer(fd, req, 0);
+	srv_expect_reg(fd, gid_a, 0);
 	srv_wait_eof(fd);
 }
 
@@ -475,9 +482,7 @@ static void script_qemu(Fixture *f)
 
 	srv_expect_hello(fd, req);
 	srv_answer(fd, req, 1);
-	srv_read_frame(fd, req);
-	expect_gid_request(req, GOLD_OP_REG, gid_b);
-	srv_answer(fd, req, 0);
+	srv_expect_reg(fd, gid_b, 0);
 	srv_wait_eof(fd);
 }
 
@@ -649,14 +654,10 @@ static const int small_errs[] = { 0, -EINVAL, -EEXIST, -EACCES, -ENOENT };
 
 static void script_err_codes(Fixture *f)
 {
-	uint8_t req[GOLD_FRAME_SIZE];
 	int fd = srv_accept(f);
 
-	for (size_t i = 0; i < G_N_ELEMENTS(wire_codes); i++) {
-		srv_read_frame(fd, req);
-		expect_gid_request(req, GOLD_OP_REG, gid_a);
-		srv_answer(fd, req, wire_codes[i]);
-	}
+	for (size_t i = 0; i < G_N_ELEMENTS(wire_codes); i++)
+		srv_expect_reg(fd, gid_a, wire_codes[i]);
 	srv_wait_eof(fd);
 }
 
@@ -1337,15 +1338,6 @@ static void srv_listen_again(Fixture *f)
 	g_assert_cmpint(f->listen_fd, >=, 0);
 	g_assert_cmpint(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
 	g_assert_cmpint(listen(f->listen_fd, 8), ==, 0);
-}
-
-static void srv_expect_reg(int fd, const uint8_t *gid, int32_t err)
-{
-	uint8_t req[GOLD_FRAME_SIZE];
-
-	srv_read_frame(fd, req);
-	expect_gid_request(req, GOLD_OP_REG, gid);
-	srv_answer(fd, req, err);
 }
 
 /* The client sends nothing more (in particular resends nothing) and closes. */
