@@ -118,10 +118,19 @@ static void send_all(int fd, const void *buf, size_t len)
 	g_assert_cmpint(send(fd, buf, len, MSG_NOSIGNAL), ==, (ssize_t)len);
 }
 
+/* Register @gid on the client socket @fd, in one write, and see it granted. */
+static void register_gid(Fixture *f, int fd, const char *gid)
+{
+	struct rdmacm_mux_msg m;
+
+	reg_frame(&m, gid);
+	send_all(fd, &m, sizeof(m));
+	g_assert_cmpint(read_response(f, fd), ==, 0);
+}
+
 UNIT_FIXTURE_TEST("/relay-sockets/dropped-client-socket-held-elsewhere", NULL, fixture_setup,
 		  test_dropped_held_elsewhere)
 {
-	struct rdmacm_mux_msg m;
 	int sv[2], copy;
 	(void)data;
 
@@ -130,9 +139,7 @@ UNIT_FIXTURE_TEST("/relay-sockets/dropped-client-socket-held-elsewhere", NULL, f
 	copy = dup(sv[1]);
 	g_assert_cmpint(copy, >=, 0);
 	g_assert_cmpint(relay_add_client(f->relay, sv[1]), ==, 0);
-	reg_frame(&m, "::ffff:10.0.1.1");
-	send_all(sv[0], &m, sizeof(m));
-	g_assert_cmpint(read_response(f, sv[0]), ==, 0);
+	register_gid(f, sv[0], "::ffff:10.0.1.1");
 	g_assert_true(run_until_idle(f));
 	/* The client hangs up: the relay reads the EOF and drops it. */
 	close(sv[0]);
@@ -151,9 +158,7 @@ UNIT_FIXTURE_TEST("/relay-sockets/one-client-part-of-a-frame", NULL, fixture_set
 	int fd = connect_client(f);
 	(void)data;
 
-	reg_frame(&m, "::ffff:10.0.1.1");
-	send_all(fd, &m, sizeof(m));
-	g_assert_cmpint(read_response(f, fd), ==, 0);
+	register_gid(f, fd, "::ffff:10.0.1.1");
 	g_assert_true(run_until_idle(f));
 
 	/* Half a frame: the relay takes none of it and waits for the rest
@@ -171,24 +176,17 @@ UNIT_FIXTURE_TEST("/relay-sockets/one-client-part-of-a-frame", NULL, fixture_set
 
 UNIT_FIXTURE_TEST("/relay-sockets/one-two-one-clients", NULL, fixture_setup, test_one_two_one)
 {
-	struct rdmacm_mux_msg m;
 	int a = connect_client(f), b;
 	(void)data;
 
-	reg_frame(&m, "::ffff:10.0.1.1");
-	send_all(a, &m, sizeof(m));
-	g_assert_cmpint(read_response(f, a), ==, 0);
+	register_gid(f, a, "::ffff:10.0.1.1");
 	b = connect_client(f);
-	reg_frame(&m, "::ffff:10.0.1.2");
-	send_all(b, &m, sizeof(m));
-	g_assert_cmpint(read_response(f, b), ==, 0);
+	register_gid(f, b, "::ffff:10.0.1.2");
 	/* the first goes; the second, alone again, is still served */
 	close(a);
 	g_assert_true(run_until_idle(f));
 	g_assert_cmpuint(relay_client_count(f->relay), ==, 1);
-	reg_frame(&m, "::ffff:10.0.1.1");
-	send_all(b, &m, sizeof(m));
-	g_assert_cmpint(read_response(f, b), ==, 0);
+	register_gid(f, b, "::ffff:10.0.1.1");
 	/* and its end is seen */
 	close(b);
 	g_assert_true(run_until_idle(f));
