@@ -238,24 +238,32 @@ UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)
 	g_assert_cmpfloat(daemon_metric(f->p.da, "rdmacm_mux_handoff_guard_trips_total", NULL), ==, 1);
 }
 
+/* @d's next start runs with its arguments so far and then @extra
+ * (NULL-terminated). */
+static void daemon_add_args(Daemon *d, const char *const *extra)
+{
+	GPtrArray *argv = g_ptr_array_new();
+
+	for (char **a = d->argv; *a; a++)
+		g_ptr_array_add(argv, *a);
+	for (; *extra; extra++)
+		g_ptr_array_add(argv, g_strdup(*extra));
+	g_ptr_array_add(argv, NULL);
+	g_free(d->argv);
+	d->argv = (char **)g_ptr_array_free(argv, FALSE);
+}
+
 UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fails)
 {
 	g_autofree char *moved = NULL;
 	struct rdmacm_mux_msg m;
-	GPtrArray *argv = g_ptr_array_new();
 	unsigned ready = supervisor_ready_count(f->p.sup);
 	int fd;
 	(void)data;
 
 	/* The same daemon, now closing connections that register no GID
 	 * within 500 ms (a planned restart keeps the clients). */
-	for (char **a = f->p.da->argv; *a; a++)
-		g_ptr_array_add(argv, *a);
-	g_ptr_array_add(argv, g_strdup("--register-timeout"));
-	g_ptr_array_add(argv, g_strdup("500"));
-	g_ptr_array_add(argv, NULL);
-	g_free(f->p.da->argv);
-	f->p.da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	daemon_add_args(f->p.da, (const char *const[]){ "--register-timeout", "500", NULL });
 	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
 	daemon_restart(f->p.da);
 	g_assert_true(supervisor_wait_ready(f->p.sup, ready, 10000));
@@ -284,24 +292,17 @@ UNIT_FIXTURE_TEST("/fd-store/remove-fails", NULL, fixture_setup, test_remove_fai
 UNIT_FIXTURE_TEST("/fd-store/remove-fails-at-restore", NULL, fixture_setup,
 		  test_remove_fails_at_restore)
 {
-	g_autofree char *moved = NULL;
+	g_autofree char *moved = NULL, *max_clients = NULL;
 	struct pollfd p[N_Q];
 	struct rdmacm_mux_msg m;
-	GPtrArray *argv = g_ptr_array_new();
 	gint64 end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
 	bool ended[N_Q] = { false };
 	unsigned n_ended = 0;
 	(void)data;
 
-	for (char **a = f->p.da->argv; *a; a++)
-		g_ptr_array_add(argv, *a);
-	g_ptr_array_add(argv, g_strdup("--max-clients"));
-	g_ptr_array_add(argv, g_strdup_printf("%d", N_Q - 1));
-	g_ptr_array_add(argv, g_strdup("--max-clients-per-uid"));
-	g_ptr_array_add(argv, g_strdup("1"));
-	g_ptr_array_add(argv, NULL);
-	g_free(f->p.da->argv);
-	f->p.da->argv = (char **)g_ptr_array_free(argv, FALSE);
+	max_clients = g_strdup_printf("%d", N_Q - 1);
+	daemon_add_args(f->p.da, (const char *const[]){ "--max-clients", max_clients,
+						      "--max-clients-per-uid", "1", NULL });
 	g_assert_cmpint(daemon_stop(f->p.da), ==, 0);
 	g_assert_cmpuint(supervisor_stored(f->p.sup, "client."), ==, N_Q);
 	moved = g_strdup_printf("%s.moved", supervisor_notify_path(f->p.sup));
