@@ -86,17 +86,14 @@ static void healthy_handshake(Fixture *f, Vm *x, Vm *y)
 	uint32_t wx, wy;
 
 	mad_build_req(mad, 0x77, x->gid, y->gid, ++f->tid);
-	g_assert_cmpint(vm_send(x, y->gid, mad), ==, 0);
-	vm_expect(y, CM_REQ, &in);
+	vm_send_expect(x, y, mad, &in);
 	wx = mad_local(in.mad);
 	mad_build(mad, CM_REP, 0x88, wx, ++f->tid);
-	g_assert_cmpint(vm_send(y, x->gid, mad), ==, 0);
-	vm_expect(x, CM_REP, &in);
+	vm_send_expect(y, x, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 0x77);
 	wy = mad_local(in.mad);
 	mad_build(mad, CM_RTU, 0x77, wy, ++f->tid);
-	g_assert_cmpint(vm_send(x, y->gid, mad), ==, 0);
-	vm_expect(y, CM_RTU, &in);
+	vm_send_expect(x, y, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 0x88);
 }
 
@@ -239,8 +236,7 @@ UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 
 	/* a1 asks b1 for a connection with comm id 5. */
 	mad_build_req(mad, 5, f->a1->gid, f->b1->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, 0);
-	vm_expect(f->b1, CM_REQ, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	wa = mad_local(in.mad);
 
 	/* a2 uses a1's comm id: it is not in a2's namespace. */
@@ -254,12 +250,10 @@ UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 	/* a2 starts its own connection with the same comm id: it gets its
 	 * own wire id, and the answers to a1 stay a1's. */
 	mad_build_req(mad, 5, f->a2->gid, f->b1->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->a2, f->b1->gid, mad), ==, 0);
-	vm_expect(f->b1, CM_REQ, &in);
+	vm_send_expect(f->a2, f->b1, mad, &in);
 	g_assert_cmpuint(mad_local(in.mad), !=, wa);
 	mad_build(mad, CM_REP, 9, wa, ++f->tid);
-	g_assert_cmpint(vm_send(f->b1, f->a1->gid, mad), ==, 0);
-	vm_expect(f->a1, CM_REP, &in);
+	vm_send_expect(f->b1, f->a1, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 5);
 	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
 	vm_expect_empty(f->a2);
@@ -267,8 +261,7 @@ UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)
 	/* A client that takes over a GID cannot answer what came for the
 	 * previous owner before it let go. */
 	mad_build_req(mad, 6, f->a1->gid, f->b2->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->a1, f->b2->gid, mad), ==, 0);
-	vm_expect(f->b2, CM_REQ, &in);
+	vm_send_expect(f->a1, f->b2, mad, &in);
 	wa = mad_local(in.mad);
 	g_assert_cmpint(reg(f->b2, f->b2->gid, true), ==, 0);
 	evil = vm_new(f->db, "::ffff:10.0.2.2", "evil");
@@ -359,11 +352,9 @@ UNIT_FIXTURE_TEST("/robustness/disconnect-mid-handshake", NULL, fixture_setup, t
 	(void)data;
 
 	mad_build_req(mad, 11, f->a1->gid, f->b1->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, 0);
-	vm_expect(f->b1, CM_REQ, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	mad_build(mad, CM_REP, 12, mad_local(in.mad), ++f->tid);
-	g_assert_cmpint(vm_send(f->b1, f->a1->gid, mad), ==, 0);
-	vm_expect(f->a1, CM_REP, &in);
+	vm_send_expect(f->b1, f->a1, mad, &in);
 	wb = mad_local(in.mad);
 
 	vm_free(f->b1);

@@ -123,8 +123,7 @@ UNIT_FIXTURE_TEST("/bounds/unreachable-holds-up-nobody", NULL, unreachable_setup
 	/* While all ten writes stall, another client's REQs go through. */
 	for (unsigned i = 0; i < 5; i++) {
 		mad_build_req(mad, 0x200 + i, a1->gid, b1->gid, ++f->tid);
-		g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
-		vm_expect(b1, CM_REQ, &in);
+		vm_send_expect(a1, b1, mad, &in);
 	}
 	expect_no_answers(u, tickets, UNREACHABLE);
 	g_assert_cmpfloat(daemon_metric(f->da, "rdmacm_mux_sender_queued_mads", NULL), ==, 2);
@@ -299,8 +298,7 @@ UNIT_FIXTURE_TEST("/bounds/sender-processes", NULL, unreachable_setup, test_send
 	/* A first MAD to a destination goes through a sender: the new ones
 	 * write it, and an unreachable one still fails as the kernel says. */
 	mad_build_req(mad, 0x310, a1->gid, b1->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a1, b1->gid, mad), ==, 0);
-	vm_expect(b1, CM_REQ, &in);
+	vm_send_expect(a1, b1, mad, &in);
 	send_to_nowhere(f, u, 9, 1, 0x311, tickets);
 	expect_answers(u, tickets, 1, 5000, -ETIMEDOUT);
 	vm_free(u);

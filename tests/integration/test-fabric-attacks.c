@@ -74,17 +74,14 @@ static Conn establish(Fixture *f, Vm *act, Vm *pas, uint32_t id_act, uint32_t id
 	uint8_t mad[256];
 
 	mad_build_req(mad, id_act, act->gid, pas->gid, ++f->tid);
-	g_assert_cmpint(vm_send(act, pas->gid, mad), ==, 0);
-	vm_expect(pas, CM_REQ, &in);
+	vm_send_expect(act, pas, mad, &in);
 	c.wire_act = mad_local(in.mad);
 	mad_build(mad, CM_REP, id_pas, c.wire_act, ++f->tid);
-	g_assert_cmpint(vm_send(pas, act->gid, mad), ==, 0);
-	vm_expect(act, CM_REP, &in);
+	vm_send_expect(pas, act, mad, &in);
 	c.wire_pas = mad_local(in.mad);
 	g_assert_cmpuint(mad_remote(in.mad), ==, id_act);
 	mad_build(mad, CM_RTU, id_act, c.wire_pas, ++f->tid);
-	g_assert_cmpint(vm_send(act, pas->gid, mad), ==, 0);
-	vm_expect(pas, CM_RTU, &in);
+	vm_send_expect(act, pas, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, id_pas);
 	return c;
 }
@@ -97,13 +94,11 @@ static void finish(Fixture *f, const Conn *c)
 	uint8_t mad[256];
 
 	mad_build(mad, CM_DREQ, c->id_pas, c->wire_act, ++f->tid);
-	g_assert_cmpint(vm_send(c->pas, c->act->gid, mad), ==, 0);
-	vm_expect(c->act, CM_DREQ, &in);
+	vm_send_expect(c->pas, c->act, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, c->id_act);
 	g_assert_cmpmem(in.addr.gid, 16, c->pas->gid, 16);
 	mad_build(mad, CM_DREP, c->id_act, c->wire_pas, ++f->tid);
-	g_assert_cmpint(vm_send(c->act, c->pas->gid, mad), ==, 0);
-	vm_expect(c->pas, CM_DREP, &in);
+	vm_send_expect(c->act, c->pas, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, c->id_pas);
 }
 
@@ -185,8 +180,7 @@ UNIT_FIXTURE_TEST("/fabric-attacks/bad-state", NULL, fixture_setup, test_bad_sta
 
 	/* An MRA from the REQ's sender, before any REP. */
 	mad_build_req(mad, 0x31, f->a1->gid, f->b1->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->a1, f->b1->gid, mad), ==, 0);
-	vm_expect(f->b1, CM_REQ, &in);
+	vm_send_expect(f->a1, f->b1, mad, &in);
 	wa = mad_local(in.mad);
 	mad_build(mad, CM_MRA, 0x31, 0, ++f->tid);
 	mad[32] = 2 << 6; /* MessageMRAed: other */
@@ -369,8 +363,7 @@ UNIT_FIXTURE_TEST("/fabric-attacks/gid-index-reused", NULL, fixture_setup, test_
 	vm_expect_empty(f->b1);
 	/* A REQ to Y, now at X's old index, reaches Y's owner only. */
 	mad_build_req(mad, 0xa4, f->b1->gid, y->gid, ++f->tid);
-	g_assert_cmpint(vm_send(f->b1, y->gid, mad), ==, 0);
-	vm_expect(y, CM_REQ, &in);
+	vm_send_expect(f->b1, y, mad, &in);
 	g_assert_cmpmem(in.addr.gid, 16, f->b1->gid, 16);
 	daemons_wait_quiet((Daemon *[]){ f->da, f->db }, 2);
 	vm_expect_empty(f->a1);

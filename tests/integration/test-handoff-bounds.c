@@ -226,8 +226,7 @@ UNIT_FIXTURE_TEST("/handoff-bounds/deadline", deadline_options, fixture_setup, t
 	g_assert_cmpint(qemu_answer(f, 2000), ==, -ETIMEDOUT);
 	/* Another: through a sender, as usual. */
 	mad_build_req(mad, 0x22, a2->gid, b2->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a2, b2->gid, mad), ==, 0);
-	vm_expect(b2, CM_REQ, &in);
+	vm_send_expect(a2, b2, mad, &in);
 	vm_free(a2);
 	vm_free(b2);
 }

@@ -151,11 +151,9 @@ UNIT_FIXTURE_TEST("/restart/after-sigkill", NULL, fixture_setup, test_restart_af
 	a = vm_new(f->da, "::ffff:10.0.1.1", "a");
 	b = vm_new(f->db, "::ffff:10.0.2.1", "b");
 	mad_build_req(mad, 1, a->gid, b->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_REQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	mad_build(mad, CM_REP, 2, mad_local(in.mad), ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_REP, &in);
+	vm_send_expect(b, a, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 1);
 	vm_free(a);
 	vm_free(b);
@@ -200,42 +198,34 @@ UNIT_FIXTURE_TEST("/timers/lifecycle", short_timers, fixture_setup, test_timers)
 	/* A half-open handshake is forgotten after the idle timeout, on
 	 * both sides. */
 	mad_build_req(mad, 1, a->gid, b->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_REQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	expect_expired(f, a, b, 1);
 
 	/* Established, then closed: after DREQ/DREP the closing timer
 	 * removes it. */
 	mad_build_req(mad, 2, a->gid, b->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_REQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	wa = mad_local(in.mad);
 	mad_build(mad, CM_REP, 3, wa, ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_REP, &in);
+	vm_send_expect(b, a, mad, &in);
 	wb = mad_local(in.mad);
 	mad_build(mad, CM_RTU, 2, wb, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_RTU, &in);
+	vm_send_expect(a, b, mad, &in);
 	g_assert_cmpuint(vm_stats(a).sessions, ==, 1);
 	g_assert_cmpuint(vm_stats(b).sessions, ==, 1);
 	mad_build(mad, CM_DREQ, 3, wa, ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_DREQ, &in);
+	vm_send_expect(b, a, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, 2);
 	mad_build(mad, CM_DREP, 2, wb, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_DREP, &in);
+	vm_send_expect(a, b, mad, &in);
 	expect_expired(f, a, b, 2);
 
 	/* A SIDR query ends with its answer on the asking side, and by its
 	 * timer on the answering one. */
 	mad_build(mad, CM_SIDR_REQ, 4, 0, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_SIDR_REQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	mad_build(mad, CM_SIDR_REP, mad_local(in.mad), 0, ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_SIDR_REP, &in);
+	vm_send_expect(b, a, mad, &in);
 	g_assert_cmpuint(vm_stats(a).sessions, ==, 0);
 	daemon_wait_metric(f->db, "rdmacm_mux_sessions_expired_total", NULL, 3);
 	g_assert_cmpuint(vm_stats(b).sessions, ==, 0);

@@ -297,8 +297,7 @@ UNIT_FIXTURE_TEST("/relay/retransmission", NULL, fixture_setup, test_retransmiss
 	(void)data;
 
 	mad_build_req(mad, 21, x->gid, p->gid, 0x71);
-	g_assert_cmpint(vm_send(x, p->gid, mad), ==, 0);
-	vm_expect(p, CM_REQ, &in);
+	vm_send_expect(x, p, mad, &in);
 	w1 = mad_local(in.mad);
 	g_assert_cmpint(vm_send(x, p->gid, mad), ==, 0);
 	vm_expect(p, CM_REQ, &in);
@@ -306,8 +305,7 @@ UNIT_FIXTURE_TEST("/relay/retransmission", NULL, fixture_setup, test_retransmiss
 	g_assert_cmpuint(w1, ==, w2);
 
 	mad_build(mad, CM_REP, 22, w1, 0x71);
-	g_assert_cmpint(vm_send(p, x->gid, mad), ==, 0);
-	vm_expect(x, CM_REP, &in);
+	vm_send_expect(p, x, mad, &in);
 	r1 = mad_local(in.mad);
 	g_assert_cmpint(vm_send(p, x->gid, mad), ==, 0);
 	vm_expect(x, CM_REP, &in);

@@ -62,25 +62,20 @@ static void handshake(Fixture *f, Vm *a, Vm *b)
 	uint32_t la = ++f->comm, lb = ++f->comm, wa, wb;
 
 	mad_build_req(mad, la, a->gid, b->gid, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_REQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	wa = mad_local(in.mad);
 	mad_build(mad, CM_REP, lb, wa, ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_REP, &in);
+	vm_send_expect(b, a, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, la);
 	wb = mad_local(in.mad);
 	mad_build(mad, CM_RTU, la, wb, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_RTU, &in);
+	vm_send_expect(a, b, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, lb);
 	mad_build(mad, CM_DREQ, la, wb, ++f->tid);
-	g_assert_cmpint(vm_send(a, b->gid, mad), ==, 0);
-	vm_expect(b, CM_DREQ, &in);
+	vm_send_expect(a, b, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, lb);
 	mad_build(mad, CM_DREP, lb, wa, ++f->tid);
-	g_assert_cmpint(vm_send(b, a->gid, mad), ==, 0);
-	vm_expect(a, CM_DREP, &in);
+	vm_send_expect(b, a, mad, &in);
 	g_assert_cmpuint(mad_remote(in.mad), ==, la);
 }
 
