@@ -799,6 +799,20 @@ void qemu_pairs_open(QemuPairs *p, unsigned n)
 	}
 }
 
+void qemu_pairs_to_peer(const QemuPairs *p, unsigned i, const uint8_t mad[256],
+			struct rdmacm_mux_inbound *in)
+{
+	qemu_send(p->q[i], p->qgid[i], mad);
+	vm_expect(p->b[i], mad_attr(mad), in);
+}
+
+void qemu_pairs_to_client(const QemuPairs *p, unsigned i, const uint8_t mad[256],
+			  struct rdmacm_mux_msg *m)
+{
+	g_assert_cmpint(vm_send(p->b[i], p->qgid[i], mad), ==, 0);
+	qemu_expect(p->q[i], p->qgid[i], mad_attr(mad), m);
+}
+
 void qemu_pairs_expect_quiet(const QemuPairs *p)
 {
 	daemon_wait_metric(p->da, "rdmacm_mux_client_queued_frames", NULL, 0);

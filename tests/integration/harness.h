@@ -215,6 +215,14 @@ void qemu_pairs_expect_quiet(const QemuPairs *p);
  * guest sends faster than answers come. */
 void qemu_pairs_write_to_nowhere(const QemuPairs *p, unsigned i, unsigned n, uint32_t comm,
 				 uint64_t tid);
+/* Client @i of @p sends @mad to its peer b[i], which must get it next
+ * (its attribute); return it in *in. */
+void qemu_pairs_to_peer(const QemuPairs *p, unsigned i, const uint8_t mad[256],
+			struct rdmacm_mux_inbound *in);
+/* Peer b[i] sends @mad to client @i of @p, which must get it next;
+ * return it in *m. */
+void qemu_pairs_to_client(const QemuPairs *p, unsigned i, const uint8_t mad[256],
+			  struct rdmacm_mux_msg *m);
 /* Free all @p holds: the pairs, both daemons, the supervisor, the fabric. */
 void qemu_pairs_free(QemuPairs *p);
 

@@ -197,15 +197,13 @@ static void establish(Fixture *f, int i, uint32_t comm)
 	uint8_t mad[256];
 
 	mad_build_req(mad, comm, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
-	qemu_send(f->p.q[i], f->p.qgid[i], mad);
-	vm_expect(f->p.b[i], CM_REQ, &in);
+	qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 	mad_build(mad, CM_REP, comm + 0x100, mad_local(in.mad), ++f->tid);
 	g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
 	g_assert_cmpint(raw_recv(f->p.q[i], &m, 5000), ==, 0);
 	g_assert_cmpuint(mad_attr(m.umad.mad), ==, CM_REP);
 	mad_build(mad, CM_RTU, comm, mad_local(m.umad.mad), ++f->tid);
-	qemu_send(f->p.q[i], f->p.qgid[i], mad);
-	vm_expect(f->p.b[i], CM_RTU, &in);
+	qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 }
 
 UNIT_FIXTURE_TEST("/crash/loop-guard", NULL, fixture_setup, test_loop_guard)

@@ -130,34 +130,29 @@ static void restart_during_handshakes(Fixture *f, gconstpointer data)
 
 		for (int i = 0; i < PAIRS; i++) {
 			mad_build_req(mad, base + (uint32_t)i, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
-			qemu_send(f->p.q[i], f->p.qgid[i], mad);
-			vm_expect(f->p.b[i], CM_REQ, &in);
+			qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 			g_assert_cmpmem(in.addr.gid, IB_GID_LEN, f->p.qgid[i], IB_GID_LEN);
 			wq[i] = mad_local(in.mad);
 		}
 		bounce(f, sig);
 		for (int i = 0; i < PAIRS; i++) {
 			mad_build(mad, CM_REP, 0x500u + (uint32_t)i, wq[i], ++f->tid);
-			g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
-			qemu_expect(f->p.q[i], f->p.qgid[i], CM_REP, &m);
+			qemu_pairs_to_client(&f->p, (unsigned)i, mad, &m);
 			/* The session crossed the restart: the REP carries the
 			 * client's own comm id, and only this client got it. */
 			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 			wp[i] = mad_local(m.umad.mad);
 			mad_build(mad, CM_RTU, base + (uint32_t)i, wp[i], ++f->tid);
-			qemu_send(f->p.q[i], f->p.qgid[i], mad);
-			vm_expect(f->p.b[i], CM_RTU, &in);
+			qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 			g_assert_cmpuint(mad_remote(in.mad), ==, 0x500u + (uint32_t)i);
 		}
 		bounce(f, sig);
 		for (int i = 0; i < PAIRS; i++) {
 			mad_build(mad, CM_DREQ, 0x500u + (uint32_t)i, wq[i], ++f->tid);
-			g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
-			qemu_expect(f->p.q[i], f->p.qgid[i], CM_DREQ, &m);
+			qemu_pairs_to_client(&f->p, (unsigned)i, mad, &m);
 			g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 			mad_build(mad, CM_DREP, base + (uint32_t)i, wp[i], ++f->tid);
-			qemu_send(f->p.q[i], f->p.qgid[i], mad);
-			vm_expect(f->p.b[i], CM_DREP, &in);
+			qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 		}
 		/* Nothing is left behind: one stored socket per client, and the
 		 * daemon's fd count does not grow from round to round. */

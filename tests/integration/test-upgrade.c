@@ -128,20 +128,17 @@ static void start_sessions(Fixture *f, uint32_t base)
 	f->base = base;
 	for (int i = 0; i < N_Q; i++) {
 		mad_build_req(mad, base + (uint32_t)i, f->p.qgid[i], f->p.b[i]->gid, ++f->tid);
-		qemu_send(f->p.q[i], f->p.qgid[i], mad);
-		vm_expect(f->p.b[i], CM_REQ, &in);
+		qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 		f->wire[i] = mad_local(in.mad);
 		f->peer[i] = base + 0x100u + (uint32_t)i;
 		if (i == 0)
 			continue;
 		mad_build(mad, CM_REP, f->peer[i], f->wire[i], ++f->tid);
-		g_assert_cmpint(vm_send(f->p.b[i], f->p.qgid[i], mad), ==, 0);
-		qemu_expect(f->p.q[i], f->p.qgid[i], CM_REP, &m);
+		qemu_pairs_to_client(&f->p, (unsigned)i, mad, &m);
 		g_assert_cmpuint(mad_remote(m.umad.mad), ==, base + (uint32_t)i);
 		f->seen[i] = mad_local(m.umad.mad);
 		mad_build(mad, CM_RTU, base + (uint32_t)i, f->seen[i], ++f->tid);
-		qemu_send(f->p.q[i], f->p.qgid[i], mad);
-		vm_expect(f->p.b[i], CM_RTU, &in);
+		qemu_pairs_to_peer(&f->p, (unsigned)i, mad, &in);
 	}
 	mad_build(mad, CM_DREQ, base + 2, f->seen[2], ++f->tid);
 	qemu_send(f->p.q[2], f->p.qgid[2], mad);
