@@ -144,6 +144,23 @@ static int register_send_agent(int fd)
 	return umad_register(fd, CM_MAD_CLASS, CM_MAD_CLASS_VERSION, 0, mask);
 }
 
+/* Opens @dev/@port and registers a Send-mask CM agent on it, saying on
+ * stderr what failed. Returns the fd (the agent id in *agent), or -1. */
+static int open_agent(const char *dev, int port, int *agent)
+{
+	int fd = open_port(dev, port);
+
+	if (fd < 0)
+		return -1;
+	*agent = register_send_agent(fd);
+	if (*agent < 0) {
+		fprintf(stderr, "%s: registration failed: %s\n", prog, strerror(errno));
+		umad_close_port(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int cmd_register(const char *dev, int port)
 {
 	int fd1, fd2, a1, a2, err;
@@ -219,17 +236,11 @@ static int cmd_expect_owned(const char *dev, int port)
 
 static int cmd_hold(const char *dev, int port)
 {
-	int fd = open_port(dev, port), a;
+	int a, fd = open_agent(dev, port, &a);
 	char c;
 
 	if (fd < 0)
 		return 1;
-	a = register_send_agent(fd);
-	if (a < 0) {
-		fprintf(stderr, "%s: registration failed: %s\n", prog,
-			strerror(errno));
-		return 1;
-	}
 	printf("holding %s/%d agent %d\n", dev, port, a);
 	fflush(stdout);
 	while (read(STDIN_FILENO, &c, 1) > 0)
@@ -508,18 +519,12 @@ static int cmd_send(const char *sdev, const char *sgid_s, const char *dgid_s,
 
 static int cmd_recv(const char *dev, const char *timeout_s, bool reply)
 {
-	int fd = open_port(dev, 1), agent, got, ret, timeout_ms;
+	int agent, fd = open_agent(dev, 1, &agent), got, ret, timeout_ms;
 	void *buf;
 
 	timeout_ms = atoi(timeout_s);
 	if (fd < 0)
 		return 1;
-	agent = register_send_agent(fd);
-	if (agent < 0) {
-		fprintf(stderr, "%s: registration failed: %s\n", prog,
-			strerror(errno));
-		return 1;
-	}
 	printf("listening %s/1 agent %d\n", dev, agent);
 	fflush(stdout);
 	buf = umad_alloc(1, umad_size() + MAD_LEN);
@@ -607,7 +612,7 @@ static bool forge_line(const char *dev, int fd, int agent, void *buf, char *line
 
 static int cmd_forge(const char *dev, const char *idle_s)
 {
-	int fd = open_port(dev, 1), agent, idle_ms = atoi(idle_s);
+	int agent, fd = open_agent(dev, 1, &agent), idle_ms = atoi(idle_s);
 	unsigned long sent = 0, failed = 0, received = 0;
 	bool input = true;
 	char line[1024];
@@ -615,11 +620,6 @@ static int cmd_forge(const char *dev, const char *idle_s)
 
 	if (fd < 0)
 		return 1;
-	agent = register_send_agent(fd);
-	if (agent < 0) {
-		fprintf(stderr, "%s: registration failed: %s\n", prog, strerror(errno));
-		return 1;
-	}
 	buf = umad_alloc(1, umad_size() + MAD_LEN);
 	rbuf = umad_alloc(1, umad_size() + MAD_LEN);
 	if (!buf || !rbuf)
