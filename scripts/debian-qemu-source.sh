@@ -34,6 +34,9 @@ while (($#)); do
 	shift
 done
 
+# shellcheck source-path=SCRIPTDIR source=lib-apt-mirrors.sh
+. "$(dirname "$0")/lib-apt-mirrors.sh"
+
 say() { echo "debian-qemu-source: $*" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -61,10 +64,7 @@ use_cached() {
 # --- The private apt directory: deb-src for the host's mirrors ----------------
 apt_dir=$cache/apt
 mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-uris=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-	awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' | sort -u)
-[[ -n $uris ]] || uris=$(awk '$1 == "deb" { print ($2 ~ /^\[/ ? $3 : $2) }' \
-	/etc/apt/sources.list 2>/dev/null | sort -u)
+uris=$(apt_host_mirrors)
 [[ -n $uris ]] || use_cached "no apt mirror in /etc/apt/sources.list{,.d}"
 while read -r u; do
 	# Only Debian's archive has the qemu source (the host may list others).

@@ -27,6 +27,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../vm/vm-host-lib.sh
 . "$here/../vm/vm-host-lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/lib-apt-mirrors.sh
+. "$here/../../scripts/lib-apt-mirrors.sh"
 
 usage() {
 	cat <<EOF
@@ -215,10 +217,7 @@ if [[ ! -f $rootfs_cpio || ! -d $inner_user ]]; then
 	# The mirrors come from the host's apt configuration; the suites are
 	# pinned to bookworm.
 	src=$(mktemp "${TMPDIR:-/tmp}/rdmacm-mux-qemu-sources.XXXXXX")
-	uris=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-		awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' | sort -u)
-	[[ -n $uris ]] || uris=$(awk '$1 == "deb" { print ($2 ~ /^\[/ ? $3 : $2) }' \
-		/etc/apt/sources.list 2>/dev/null | sort -u)
+	uris=$(apt_host_mirrors)
 	[[ -n $uris ]] || die "no apt mirror found in /etc/apt/sources.list{,.d}"
 	while read -r u; do
 		case $u in
