@@ -470,6 +470,15 @@ void hosts_start(Fabric *f, const char *const *opts_a, const char *const *opts_b
 	*db = daemon_start(f, "simB", opts_b);
 }
 
+Fabric *hosts_open(const char *const *opts_a, const char *const *opts_b, Daemon **da,
+		   Daemon **db)
+{
+	Fabric *f = fabric_new("two-hosts");
+
+	hosts_start(f, opts_a, opts_b, da, db);
+	return f;
+}
+
 void hosts_vms(Daemon *da, Daemon *db, const char *names, Vm **const *ret)
 {
 	g_auto(GStrv) each = g_strsplit(names, " ", -1);

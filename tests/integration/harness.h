@@ -118,6 +118,9 @@ GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd);
  * @opts_b. */
 void hosts_start(Fabric *f, const char *const *opts_a, const char *const *opts_b, Daemon **da,
 		 Daemon **db);
+/* A new two-hosts fabric and its daemons (hosts_start()). */
+Fabric *hosts_open(const char *const *opts_a, const char *const *opts_b, Daemon **da,
+		   Daemon **db);
 /* VMs by name, space-separated in @names: "aN" is a client of @da with
  * GID ::ffff:10.0.1.N, "bN" one of @db with ::ffff:10.0.2.N; the i-th is
  * stored in *@ret[i]. */

@@ -31,8 +31,7 @@ typedef struct Fixture {
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	f->fabric = fabric_new("two-hosts");
-	hosts_start(f->fabric, NULL, NULL, &f->da, &f->db);
+	f->fabric = hosts_open(NULL, NULL, &f->da, &f->db);
 	hosts_vms(f->da, f->db, "a1 a2 b1", (Vm **const[]){ &f->a1, &f->a2, &f->b1 });
 	f->tid = 0x100;
 }

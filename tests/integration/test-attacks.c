@@ -24,8 +24,7 @@ typedef struct Fixture {
 
 static void setup_with(Fixture *f, const char *const *opts)
 {
-	f->fabric = fabric_new("two-hosts");
-	hosts_start(f->fabric, opts, opts, &f->da, &f->db);
+	f->fabric = hosts_open(opts, opts, &f->da, &f->db);
 	hosts_vms(f->da, f->db, "a1 a2 b1 b2", (Vm **const[]){ &f->a1, &f->a2, &f->b1, &f->b2 });
 	f->tid = 0x5000;
 }

@@ -26,8 +26,7 @@ static const char *const short_timers[] = { "--handshake-timeout", "400", "--clo
 
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
-	f->fabric = fabric_new("two-hosts");
-	hosts_start(f->fabric, data, data, &f->da, &f->db);
+	f->fabric = hosts_open(data, data, &f->da, &f->db);
 	f->tid = 0x9000;
 }
 

@@ -42,8 +42,7 @@ static const char *attr_label(uint16_t attr)
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	f->fabric = fabric_new("two-hosts");
-	hosts_start(f->fabric, timers, timers, &f->da, &f->db);
+	f->fabric = hosts_open(timers, timers, &f->da, &f->db);
 	hosts_vm_pairs(f->da, f->db, NVM, 0, f->a, f->b);
 	f->tid = 0x1000;
 }

@@ -36,8 +36,7 @@ typedef struct Fixture {
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	(void)data;
-	f->fabric = fabric_new("two-hosts");
-	hosts_start(f->fabric, NULL, NULL, &f->da, &f->db);
+	f->fabric = hosts_open(NULL, NULL, &f->da, &f->db);
 	f->tid = 0x7000;
 	f->comm = 0x100;
 	hosts_vm_pairs(f->da, f->db, N_PAIRS, RDMACM_MUX_OPEN_RECONNECT, f->a, f->b);
