@@ -182,38 +182,36 @@ unsigned cm_class_owners_device_ports(const CmClassOwners *o, const char *dev)
 	return n;
 }
 
+/* Each owner's JSON name and its few words for people, by CmClassOwner:
+ * one row to add with a new owner. */
+static const struct {
+	const char *name;
+	const char *text;
+} cm_class_owner_words[] = {
+	[CM_OWNER_UNKNOWN] = { "unknown", "unknown (ib_cm is not loaded)" },
+	[CM_OWNER_IB_CM] = { "ib_cm", "ib_cm (the host's CM)" },
+	[CM_OWNER_NOT_IB_CM] = { "not_ib_cm", "not ib_cm (it left the device alone)" },
+	[CM_OWNER_DAEMON] = { "daemon", "this rdmacm-mux" },
+	[CM_OWNER_NO_CM] = { "no_cm", "no CM class (iWARP or usNIC)" },
+};
+_Static_assert(G_N_ELEMENTS(cm_class_owner_words) == CM_OWNER_NO_CM + 1,
+	       "cm_class_owner_words has a row for each CmClassOwner");
+
+/* @owner's row; a value outside the enum reads as CM_OWNER_UNKNOWN. */
+static unsigned cm_class_owner_row(CmClassOwner owner)
+{
+	return (unsigned)owner < G_N_ELEMENTS(cm_class_owner_words) ? (unsigned)owner
+								     : CM_OWNER_UNKNOWN;
+}
+
 const char *cm_class_owner_name(CmClassOwner owner)
 {
-	switch (owner) {
-	case CM_OWNER_IB_CM:
-		return "ib_cm";
-	case CM_OWNER_NOT_IB_CM:
-		return "not_ib_cm";
-	case CM_OWNER_DAEMON:
-		return "daemon";
-	case CM_OWNER_NO_CM:
-		return "no_cm";
-	case CM_OWNER_UNKNOWN:
-		break;
-	}
-	return "unknown";
+	return cm_class_owner_words[cm_class_owner_row(owner)].name;
 }
 
 const char *cm_class_owner_text(CmClassOwner owner)
 {
-	switch (owner) {
-	case CM_OWNER_IB_CM:
-		return "ib_cm (the host's CM)";
-	case CM_OWNER_NOT_IB_CM:
-		return "not ib_cm (it left the device alone)";
-	case CM_OWNER_DAEMON:
-		return "this rdmacm-mux";
-	case CM_OWNER_NO_CM:
-		return "no CM class (iWARP or usNIC)";
-	case CM_OWNER_UNKNOWN:
-		break;
-	}
-	return "unknown (ib_cm is not loaded)";
+	return cm_class_owner_words[cm_class_owner_row(owner)].text;
 }
 
 char *cm_class_owners_summary(const CmClassOwners *o)
