@@ -77,6 +77,24 @@ static const CmClassPortOwner *port_at(const CmClassOwners *o, guint i)
 	return &g_array_index(o->ports, CmClassPortOwner, i);
 }
 
+/* Each "DEV:PORT=OWNER" in @want (space-separated) is what @o says of
+ * that port, OWNER as cm_class_owner_name() writes it. */
+static void expect_owners(const CmClassOwners *o, const char *want)
+{
+	g_auto(GStrv) each = g_strsplit(want, " ", -1);
+
+	for (size_t i = 0; each[i]; i++) {
+		char dev[32], owner[32];
+		int port;
+		const char *got;
+
+		g_assert_cmpint(sscanf(each[i], "%31[^:]:%d=%31s", dev, &port, owner), ==, 3);
+		got = cm_class_owner_name(cm_class_owners_get(o, dev, port));
+		if (strcmp(got, owner) != 0)
+			g_error("%s port %d: owner %s, want %s", dev, port, got, owner);
+	}
+}
+
 static void test_no_rdma_at_all(Fixture *f, gconstpointer data)
 {
 	g_autoptr(CmClassOwners) o = NULL;
@@ -101,8 +119,7 @@ static void test_ib_cm_not_loaded(Fixture *f, gconstpointer data)
 	g_assert_cmpint(cm_class_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
 	g_assert_false(o->ib_cm_loaded);
 	g_assert_cmpuint(o->ports->len, ==, 2);
-	g_assert_cmpint(cm_class_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_class_owners_get(o, "rxe1", 1), ==, CM_OWNER_UNKNOWN);
+	expect_owners(o, "rxe0:1=daemon rxe1:1=unknown");
 	g_assert_cmpstr(cm_class_owner_name(cm_class_owners_get(o, "rxe1", 1)), ==, "unknown");
 }
 
@@ -126,11 +143,8 @@ static void test_coexistence(Fixture *f, gconstpointer data)
 	g_assert_cmpint(cm_class_owners_scan(f->root, "rxe0", 1, &o), ==, 0);
 	g_assert_true(o->ib_cm_loaded);
 	g_assert_cmpuint(o->ports->len, ==, 5);
-	g_assert_cmpint(cm_class_owners_get(o, "rxe0", 1), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_class_owners_get(o, "rxe1", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "iw0", 1), ==, CM_OWNER_NO_CM);
+	expect_owners(o, "rxe0:1=daemon rxe1:1=ib_cm mlx5_0:1=not_ib_cm mlx5_0:2=not_ib_cm "
+			 "iw0:1=no_cm");
 	g_assert_cmpuint(cm_class_owners_device_ports(o, "mlx5_0"), ==, 2);
 	g_assert_cmpuint(cm_class_owners_device_ports(o, "rxe0"), ==, 1);
 	g_assert_cmpuint(cm_class_owners_device_ports(o, "nosuch"), ==, 0);
@@ -155,10 +169,7 @@ static void test_whole_device(Fixture *f, gconstpointer data)
 	add_ib_cm_counters(f, "mlx5_1", 2);
 	make_dir(f, "module/ib_cm");
 	g_assert_cmpint(cm_class_owners_scan(f->root, "mlx5_0", 2, &o), ==, 0);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 1), ==, CM_OWNER_NOT_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_0", 2), ==, CM_OWNER_DAEMON);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_1", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx5_1", 2), ==, CM_OWNER_IB_CM);
+	expect_owners(o, "mlx5_0:1=not_ib_cm mlx5_0:2=daemon mlx5_1:1=ib_cm mlx5_1:2=ib_cm");
 }
 
 /* Older kernels: class/infiniband_cm/DEV/PORT, and ib_cm may be built in
@@ -174,9 +185,7 @@ static void test_old_layout(Fixture *f, gconstpointer data)
 	make_dir(f, "class/infiniband_cm/mlx4_0/2/cm_rx_msgs");
 	g_assert_cmpint(cm_class_owners_scan(f->root, NULL, 0, &o), ==, 0);
 	g_assert_true(o->ib_cm_loaded);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx4_0", 1), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx4_0", 2), ==, CM_OWNER_IB_CM);
-	g_assert_cmpint(cm_class_owners_get(o, "mlx4_1", 1), ==, CM_OWNER_NOT_IB_CM);
+	expect_owners(o, "mlx4_0:1=ib_cm mlx4_0:2=ib_cm mlx4_1:1=not_ib_cm");
 }
 
 /* Devices in natural order (rxe2 before rxe10), ports by number; names in
@@ -225,6 +234,10 @@ static void test_names(void)
 	g_assert_cmpstr(cm_class_owner_name(CM_OWNER_NO_CM), ==, "no_cm");
 	for (int i = CM_OWNER_UNKNOWN; i <= CM_OWNER_NO_CM; i++)
 		g_assert_nonnull(cm_class_owner_text((CmClassOwner)i));
+	/* A value outside the enum (a corrupt state) reads as unknown. */
+	g_assert_cmpstr(cm_class_owner_name((CmClassOwner)99), ==, "unknown");
+	g_assert_cmpstr(cm_class_owner_text((CmClassOwner)99), ==,
+			cm_class_owner_text(CM_OWNER_UNKNOWN));
 }
 
 int main(int argc, char **argv)
