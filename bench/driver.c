@@ -5,6 +5,7 @@
  * only, handshakes), all from one epoll loop with snapshots for the runs.
  */
 #include "driver.h"
+#include "fd-write.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,24 +47,6 @@ uint64_t driver_next_tid(void)
 {
 	/* only the low 32 bits survive the kernel: those must differ */
 	return ++tid_next;
-}
-
-static int write_all_blocking(int fd, const void *p, size_t len)
-{
-	const uint8_t *b = p;
-
-	while (len > 0) {
-		ssize_t w = write(fd, b, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		b += w;
-		len -= (size_t)w;
-	}
-	return 0;
 }
 
 static int read_all_blocking(int fd, void *p, size_t len, int timeout_ms)
@@ -154,7 +137,7 @@ int driver_connect(Driver *d, const char *sock_path, unsigned first, unsigned n,
 			m.hdr.msg_type = RDMACM_MUX_MSG_TYPE_REQ;
 			m.hdr.op_code = RDMACM_MUX_OP_CODE_REG;
 			memcpy(m.hdr.sgid.raw, c->gid, 16);
-			e = write_all_blocking(c->fd, &m, FRAME_SIZE);
+			e = fd_write_all(c->fd, &m, FRAME_SIZE, -1);
 			if (e == 0)
 				e = read_all_blocking(c->fd, &m, FRAME_SIZE, 5000);
 			if (e < 0 || m.hdr.msg_type != RDMACM_MUX_MSG_TYPE_RESP || m.hdr.err_code != 0) {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fd-write.h"
 
 #define CTL_SUFFIX ".ctl"
 
@@ -159,22 +160,6 @@ static int ctl_connect(const char *path)
 	return ctl_connect_as(path, false);
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Copy the answer to stdout. Return: the exit status. */
 static int copy_answer(int fd, const char *path)
 {
@@ -209,7 +194,7 @@ static int copy_answer(int fd, const char *path)
 			fwrite(buf, 1, (size_t)n, stderr);
 			continue;
 		}
-		if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+		if (fd_write_all(STDOUT_FILENO, buf, (size_t)n, -1) < 0)
 			return errno == EPIPE ? 0 : 1; /* e.g. `| head` */
 	}
 	if (got == 0) {
@@ -325,7 +310,7 @@ static int status_numbers(int fd, long *pid, long *generation)
 	size_t got = 0;
 	const char *p;
 
-	if (write_all(fd, "status json\n", strlen("status json\n")) < 0)
+	if (fd_write_all(fd, "status json\n", strlen("status json\n"), -1) < 0)
 		return -errno;
 	for (;;) {
 		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
@@ -541,7 +526,8 @@ int main(int argc, char **argv)
 			 ? asprintf(&line, "vm %s %s%s\n", vm_verb, vm_name, vm.tokens ? vm.tokens : "") < 0
 			 : asprintf(&line, "%s%s\n", command, json ? " json" : "") < 0)
 		rc = 1;
-	else if ((rc = write_all(fd, line, strlen(line))) < 0 && rc != -EPIPE && rc != -ECONNRESET) {
+	else if ((rc = fd_write_all(fd, line, strlen(line), -1)) < 0 && rc != -EPIPE &&
+		 rc != -ECONNRESET) {
 		fprintf(stderr, "rdmacm-muxctl: cannot send to %s: %s\n", path, strerror(-rc));
 		rc = 1;
 	} else {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Owns --trace-pcap: the capture file writer and the synthesized
  * InfiniBand packets (pcap-writer.h). */
+#include "fd-write.h"
 #include "pcap-writer.h"
 
 #include <arpa/inet.h>

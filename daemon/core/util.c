@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Owns the small shared helpers declared in util.h: GID text, the sysfs
- * root, time and clocks, and the daemon's one write-all loop. */
+ * root, time and clocks. */
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -69,26 +69,4 @@ static uint64_t usec_clock_event_now(void *userdata)
 UsecClock usec_clock_of_event(sd_event *event)
 {
 	return (UsecClock){ .now = usec_clock_event_now, .userdata = event };
-}
-
-int fd_write_all(int fd, const void *buf, size_t len, off_t offset)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = offset < 0 ? write(fd, p, len) : pwrite(fd, p, len, offset);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ENOSPC;
-		p += n;
-		len -= (size_t)n;
-		if (offset >= 0)
-			offset += n;
-	}
-	return 0;
 }

@@ -114,13 +114,4 @@ static inline uint64_t usec_clock_now(const UsecClock *c)
 /* @event's clock (event_now_usec()); @event must outlive it. */
 UsecClock usec_clock_of_event(sd_event *event);
 
-/**
- * fd_write_all() - write all @len bytes of @buf to @fd, at @offset, or at
- * the file position when @offset is negative, resuming after short writes
- * and EINTR.
- * Return: 0, -ENOSPC when the fd took nothing more (a full disk), or the
- * write's negative errno.
- */
-int fd_write_all(int fd, const void *buf, size_t len, off_t offset);
-
 #endif /* RDMACM_MUX_UTIL_H */

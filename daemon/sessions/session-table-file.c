@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd-write.h"
 #include "session-table-internal.h"
 #include "util.h"
 
