@@ -646,14 +646,19 @@ static uint64_t snap_metric(const Snap *s, DriveMode mode)
 	return 0;
 }
 
+/* The next of the @max slots of @size bytes at @slots, zeroed, @n of them
+ * taken so far; the run ends with @full once they all are. */
+static void *slot_take(void *slots, size_t size, unsigned *n, unsigned max, const char *full)
+{
+	if (*n == max)
+		die(full);
+	return memset((char *)slots + (size_t)(*n)++ * size, 0, size);
+}
+
 static Row *row_new(const char *name, const char *relay, unsigned clients, uint32_t sessions)
 {
-	Row *r;
+	Row *r = slot_take(B.rows, sizeof(*r), &B.nrows, MAX_ROWS, "too many rows");
 
-	if (B.nrows == MAX_ROWS)
-		die("too many rows");
-	r = &B.rows[B.nrows++];
-	memset(r, 0, sizeof(*r));
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	snprintf(r->relay, sizeof(r->relay), "%s", relay);
 	snprintf(r->unit, sizeof(r->unit), "MADs/s");
@@ -1320,13 +1325,9 @@ static uint64_t cost_burst(Driver *d, DriveMode mode, uint64_t n)
 static CostRow *cost_row(Driver *d, pid_t pid, const char *tag, const char *name,
 			 const char *relay, DriveMode mode, uint64_t n, uint32_t sessions)
 {
-	CostRow *c;
+	CostRow *c = slot_take(B.cost, sizeof(*c), &B.ncost, MAX_COST_ROWS, "too many cost rows");
 	double ir = 0, d1 = 0, ll = 0;
 
-	if (B.ncost == MAX_COST_ROWS)
-		die("too many cost rows");
-	c = &B.cost[B.ncost++];
-	memset(c, 0, sizeof(*c));
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	snprintf(c->relay, sizeof(c->relay), "%s", relay);
 	c->clients = d->n;
