@@ -42,17 +42,26 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
 	[[ -n ${!v:-} ]] && sim_env+=(-E "$v=${!v}")
 done
 
+# Start the daemon on simA under systemd-socket-activate with the
+# listening options "${@:3}" and its stderr in $1, and wait (5 s at most)
+# until $2, a socket it listens on, is there. Sets $activated to its pid.
 # --socket names a path the daemon would bind if it ignored LISTEN_FDS (and
 # PATH.ctl, its control socket, if it ignored the one named "control").
-systemd-socket-activate -l "$tmp/sock" -l "$tmp/sock.ctl" --fdname=main:control "${sim_env[@]}" \
-	"$RDMACM_MUX_BIN" -d simA --socket "$tmp/self-bound" 2>"$tmp/daemon.log" &
-daemon=$!
-pids+=("$daemon")
+activate() {
+	local log=$1 socket=$2
+	shift 2
+	systemd-socket-activate "$@" "${sim_env[@]}" \
+		"$RDMACM_MUX_BIN" -d simA --socket "$tmp/self-bound" 2>"$log" &
+	activated=$!
+	pids+=("$activated")
+	for _ in $(seq 100); do
+		[[ -S $socket ]] && break
+		sleep 0.05
+	done
+}
 
-for _ in $(seq 100); do
-	[[ -S $tmp/sock ]] && break
-	sleep 0.05
-done
+activate "$tmp/daemon.log" "$tmp/sock" -l "$tmp/sock" -l "$tmp/sock.ctl" --fdname=main:control
+daemon=$activated
 [[ -S $tmp/sock ]] || fail "systemd-socket-activate did not listen on $tmp/sock"
 grep -q 'serving' "$tmp/daemon.log" && fail "the daemon started before the first connect"
 echo "ok: listening, daemon not started yet"
@@ -109,14 +118,8 @@ wait "$daemon" || rc=$?
 echo "ok: clean exit on SIGTERM, the passed sockets left in place"
 
 # Two unnamed sockets: two main sockets, which the daemon must refuse.
-systemd-socket-activate -l "$tmp/sock2" -l "$tmp/sock3" "${sim_env[@]}" \
-	"$RDMACM_MUX_BIN" -d simA --socket "$tmp/self-bound" 2>"$tmp/two.log" &
-two=$!
-pids+=("$two")
-for _ in $(seq 100); do
-	[[ -S $tmp/sock3 ]] && break
-	sleep 0.05
-done
+activate "$tmp/two.log" "$tmp/sock3" -l "$tmp/sock2" -l "$tmp/sock3"
+two=$activated
 # Any connect starts it; it must exit 1 without accepting.
 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
 	"$tmp/sock2" 2>/dev/null || true
