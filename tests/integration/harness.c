@@ -366,10 +366,23 @@ int daemon_stop(Daemon *d)
 
 void daemon_kill(Daemon *d)
 {
+	g_autoptr(GArray) senders = NULL;
+
 	if (!d->pid)
 		return;
+	senders = daemon_children(d);
 	kill(d->pid, SIGKILL);
 	(void)wait_exit(d);
+	/* Its sender processes end on their own when it dies, and hold its
+	 * umad fd (its CM agent) until they have. systemd starts a killed
+	 * service again only once its cgroup is empty: so does this, or a
+	 * successor that registers finds the class still held (on a loaded
+	 * machine, for a moment). A sender that never ends is the caller's
+	 * to find (test-bounds checks they do). */
+	for (guint i = 0; i < senders->len; i++)
+		for (int k = 0;
+		     k < HARNESS_WAIT_MS / 10 && pid_running(g_array_index(senders, int, i)); k++)
+			g_usleep(10000);
 }
 
 void daemon_restart(Daemon *d)
