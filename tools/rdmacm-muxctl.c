@@ -49,14 +49,15 @@ static void usage(FILE *f)
 		"  vms        every VM: its socket, GIDs (registered or not), clients,\n"
 		"             sessions and counters\n"
 		"  vm add NAME --gid GID... [--prefix GID/LEN...] [--owner USER] [--group GROUP]\n"
-		"             [--mode MODE]\n"
+		"             [--mode MODE] [--domain UUID]\n"
 		"             a VM, and its socket DIR/NAME.sock (the daemon's socket path\n"
 		"             + .vm by default): only its connections may register its GIDs\n"
 		"  vm set NAME [--gid GID...] [--prefix GID/LEN...] [--owner USER] [--group GROUP]\n"
-		"             [--mode MODE]\n"
+		"             [--mode MODE] [--domain UUID]\n"
 		"             change what is given (--gid and --prefix replace both lists);\n"
-		"             its clients lose the GIDs it no longer has\n"
-		"  vm del NAME\n"
+		"             its clients lose the GIDs it no longer has, and its connections\n"
+		"             that a new owner, group or mode would refuse\n"
+		"  vm del NAME [--domain UUID]\n"
 		"             disconnect the VM's clients, free its GIDs, remove its socket\n"
 		"             (vm add, set and del: root, or the daemon's user)\n"
 		"\n"
@@ -71,7 +72,9 @@ static void usage(FILE *f)
 		"      --prefix GID/LEN  (vm add, set) a range of GIDs, e.g. 2001:db8:1::/64\n"
 		"      --owner USER      (vm add, set) the VM socket's owner (name or uid)\n"
 		"      --group GROUP     (vm add, set) its group (name or gid)\n"
-		"      --mode MODE       (vm add, set) its mode (octal; default 0660)\n"
+		"      --mode MODE       (vm add, set) its mode (octal; default 0600)\n"
+		"      --domain UUID     (vm add) the libvirt domain that makes the VM; (vm set,\n"
+		"                        del) only if that domain made it\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Without --socket or -d, the one daemon under the default prefix is used.\n"
@@ -210,6 +213,8 @@ typedef struct VmArgs {
 	char *tokens; /* " gid=... prefix=..." for the daemon */
 	size_t len;
 	bool given;
+	bool domain; /* --domain: a check, not a change */
+	unsigned n;  /* options given */
 } VmArgs;
 
 static int vm_args_add(VmArgs *v, const char *key, const char *value)
@@ -221,6 +226,7 @@ static int vm_args_add(VmArgs *v, const char *key, const char *value)
 	free(v->tokens);
 	v->tokens = t;
 	v->given = true;
+	v->n++;
 	return 0;
 }
 
@@ -290,6 +296,14 @@ static bool vm_option(VmArgs *v, int opt, const char *value)
 	case 'R':
 		return vm_id_text(value, opt == 'R', num) &&
 		       vm_args_add(v, opt == 'R' ? "group" : "owner", num) == 0;
+	case 'D':
+		/* The daemon checks the form; this keeps it one token. */
+		if (!*value || strlen(value) > 64 || strpbrk(value, " \t\r\n")) {
+			fprintf(stderr, "rdmacm-muxctl: --domain '%s' is not a UUID\n", value);
+			return false;
+		}
+		v->domain = true;
+		return vm_args_add(v, "domain", value) == 0;
 	case 'M':
 		if (strspn(value, "01234567") != strlen(value) || !*value || strlen(value) > 4) {
 			fprintf(stderr, "rdmacm-muxctl: --mode '%s' is not an octal mode, e.g. 0660\n",
@@ -378,6 +392,7 @@ int main(int argc, char **argv)
 		{ "owner", required_argument, NULL, 'O' },
 		{ "group", required_argument, NULL, 'R' },
 		{ "mode", required_argument, NULL, 'M' },
+		{ "domain", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const commands[] = { "status", "clients", "sessions", "counters",
@@ -421,6 +436,7 @@ int main(int argc, char **argv)
 		case 'O':
 		case 'R':
 		case 'M':
+		case 'D':
 			if (!vm_option(&vm, c, optarg))
 				return 2;
 			break;
@@ -468,11 +484,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rdmacm-muxctl: vm %s has no --json form\n", vm_verb);
 			return 2;
 		}
-		if (strcmp(vm_verb, "del") == 0 && vm.given) {
-			fprintf(stderr, "rdmacm-muxctl: vm del takes only the VM's name\n");
+		if (strcmp(vm_verb, "del") == 0 && vm.given && !(vm.domain && vm.n == 1)) {
+			fprintf(stderr, "rdmacm-muxctl: vm del takes only the VM's name (and --domain)\n");
 			return 2;
 		}
-		if (strcmp(vm_verb, "del") != 0 && !vm.given) {
+		if (strcmp(vm_verb, "del") != 0 && (!vm.given || (vm.domain && vm.n == 1))) {
 			fprintf(stderr, "rdmacm-muxctl: vm %s %s: give at least %s\n", vm_verb, vm_name,
 				strcmp(vm_verb, "add") == 0 ? "one --gid or --prefix"
 							    : "one --gid, --prefix, --owner, --group "
@@ -485,8 +501,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	} else if (vm.given) {
-		fprintf(stderr, "rdmacm-muxctl: --gid, --prefix, --owner, --group and --mode are for "
-				"vm add and vm set\n");
+		fprintf(stderr, "rdmacm-muxctl: --gid, --prefix, --owner, --group, --mode and --domain "
+				"are for the vm commands\n");
 		return 2;
 	}
 	/* Its format is the answer; the daemon would refuse it too. */

@@ -124,6 +124,10 @@ static void control_vm_json(JsonWriter *j, VmHost *vms, const VmEntry *vm,
 		json_u64(j, "mode", s->mode);
 	else
 		json_null(j, "mode");
+	if (s->domain[0])
+		json_string(j, "domain", s->domain);
+	else
+		json_null(j, "domain");
 	control_vm_json_live(j, l);
 	json_begin_array(j, "gids");
 	for (uint32_t i = 0; i < s->n_gids; i++) {
@@ -194,9 +198,10 @@ static void control_vm_text(GString *out, VmHost *vms, const VmEntry *vm, const 
 
 	snprintf(owner, sizeof(owner), s->owner == VM_ID_NONE ? "-" : "%u", s->owner);
 	snprintf(group, sizeof(group), s->group == VM_ID_NONE ? "-" : "%u", s->group);
-	snprintf(mode, sizeof(mode), s->mode == VM_ID_NONE ? "0660" : "%04o", s->mode);
-	g_string_append_printf(out, "VM %s (%s)\n", s->name,
-			       vm->source ? vm->source : "rdmacm-muxctl");
+	snprintf(mode, sizeof(mode), "%04o", s->mode == VM_ID_NONE ? VM_DEFAULT_MODE : s->mode);
+	g_string_append_printf(out, "VM %s (%s%s%s)\n", s->name,
+			       vm->source ? vm->source : "rdmacm-muxctl",
+			       s->domain[0] ? ", libvirt domain " : "", s->domain);
 	g_string_append_printf(out, "  socket:      %s (owner %s, group %s, mode %s)\n",
 			       path ? path : "none: it could not be bound (see the log)", owner,
 			       group, mode);
@@ -306,7 +311,8 @@ void control_vm_command(VmHost *vms, char *const *words, unsigned n, GString *ou
 	int r;
 
 	if (n < 2 || (strcmp(verb, "add") && strcmp(verb, "set") && strcmp(verb, "del"))) {
-		g_string_append(out, "error: usage: vm add|set NAME key=value...; vm del NAME\n");
+		g_string_append(out, "error: usage: vm add|set NAME key=value...; vm del NAME "
+				     "[domain=UUID]\n");
 		return;
 	}
 	if (!vm_name_valid(words[1])) {
@@ -315,22 +321,21 @@ void control_vm_command(VmHost *vms, char *const *words, unsigned n, GString *ou
 				       words[1], VM_NAME_MAX);
 		return;
 	}
-	if (strcmp(verb, "del") == 0) {
-		if (n > 2) {
-			g_string_append(out, "error: vm del takes only the VM's name\n");
-			return;
-		}
-		r = vm_host_del(vms, words[1], msg);
-	} else if (strcmp(verb, "set") == 0 && n == 2) {
+	if (strcmp(verb, "set") == 0 && n == 2) {
 		g_string_append(out, "error: vm set NAME needs at least one key=value\n");
 		return;
-	} else {
-		r = vm_spec_parse_args(words[1], (const char *const *)words + 2, n - 2, spec, &given,
-				       msg);
-		if (r == 0 && strcmp(verb, "add") == 0)
-			r = vm_host_add(vms, spec, msg);
-		else if (r == 0)
-			r = vm_host_set(vms, spec, given, msg);
+	}
+	r = vm_spec_parse_args(words[1], (const char *const *)words + 2, n - 2, spec, &given, msg);
+	if (r == 0 && strcmp(verb, "del") == 0) {
+		if (given & ~VM_SPEC_HAS_DOMAIN) {
+			g_string_append(out, "error: vm del takes only the VM's name, and domain=UUID\n");
+			return;
+		}
+		r = vm_host_del(vms, words[1], spec->domain[0] ? spec->domain : NULL, msg);
+	} else if (r == 0 && strcmp(verb, "add") == 0) {
+		r = vm_host_add(vms, spec, msg);
+	} else if (r == 0) {
+		r = vm_host_set(vms, spec, given, msg);
 	}
 	if (r < 0)
 		g_string_append_printf(out, "error: %s\n", msg->str);

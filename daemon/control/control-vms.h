@@ -6,8 +6,10 @@
  *                                  not), clients, sessions, counters; and
  *                                  the same for the clients without a VM
  *   vm add NAME key=value...       privileged: a new VM (vm-spec.h's keys:
- *   vm set NAME key=value...       gid, prefix, owner, group, mode; owner
- *   vm del NAME                    and group as numbers), a change, a removal
+ *   vm set NAME key=value...       gid, prefix, owner, group, mode, domain;
+ *   vm del NAME [domain=UUID]      owner and group as numbers), a change, a
+ *                                  removal; with domain=, set and del act
+ *                                  only on a VM that domain made
  *
  * Privileged means: the peer is root, or runs as the daemon's own user.
  * Everybody else the control socket admits (its group, its mode, the

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -96,6 +97,74 @@ int listener_remove_stale_socket(const char *path, char **why)
 	return 0;
 }
 
+/* chmod() of what the O_PATH fd @fd names: fchmod() refuses O_PATH fds,
+ * and the kernel's magic link names the inode itself, never a path that
+ * could be swapped in between. */
+static int listener_chmod_fd(int fd, mode_t mode)
+{
+	char proc[64];
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return chmod(proc, mode) < 0 ? -errno : 0;
+}
+
+static int listener_chown_fd(int fd, uid_t uid, gid_t gid)
+{
+	return fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+int listener_set_perms(const char *path, const ListenerPerms *perms, char **why)
+{
+	_cleanup_fd_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	uid_t me = geteuid();
+	uid_t uid = perms->uid != (uid_t)-1 ? perms->uid : me;
+	gid_t gid = perms->gid != (gid_t)-1 ? perms->gid : getegid();
+	mode_t mode = perms->mode & 0777;
+	struct stat st;
+	int r = 0;
+
+	if (fd < 0)
+		return listener_fail(why, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return listener_fail(why, -errno, "cannot look at %s: %s", path, strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return listener_fail(why, -EEXIST,
+				     "%s is not a socket (%s): someone put it there; not touching it",
+				     path, S_ISLNK(st.st_mode)	? "a symbolic link"
+					   : S_ISFIFO(st.st_mode) ? "a FIFO"
+					   : S_ISREG(st.st_mode)  ? "a regular file"
+								  : "not a socket");
+	if (st.st_uid == uid && st.st_gid == gid) {
+		/* One step: the old mode or the new one, nothing between. */
+		if ((st.st_mode & 0777) != mode)
+			r = listener_chmod_fd(fd, mode);
+	} else {
+		/* Owner and group change too. The daemon's first (the mode of
+		 * another user's file needs CAP_FOWNER, which the units do not
+		 * grant), then owner bits alone, then the group, the mode and
+		 * the owner: at every step the file lets in no one but the
+		 * daemon and whom the old or the new permissions let in. */
+		if (st.st_uid != me)
+			r = listener_chown_fd(fd, me, (gid_t)-1);
+		if (r == 0)
+			r = listener_chmod_fd(fd, mode & 0700);
+		if (r == 0 && st.st_gid != gid)
+			r = listener_chown_fd(fd, (uid_t)-1, gid);
+		if (r == 0)
+			r = listener_chmod_fd(fd, mode);
+		if (r == 0 && uid != me)
+			r = listener_chown_fd(fd, uid, (gid_t)-1);
+	}
+	if (r < 0) {
+		if (perms->uid != (uid_t)-1 || perms->gid == (gid_t)-1)
+			return listener_fail(why, r, "cannot give %s to uid %d gid %d, mode %04o: %s",
+					     path, (int)uid, (int)gid, (unsigned)mode, strerror(-r));
+		return listener_fail(why, r, "cannot give %s to group %s, mode %04o: %s", path,
+				     perms->group, (unsigned)mode, strerror(-r));
+	}
+	return 0;
+}
+
 int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound,
 		  char **why)
 {
@@ -112,7 +181,10 @@ int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, boo
 		return listener_fail(why, -errno, "cannot create a socket for %s: %s", path,
 				     strerror(errno));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	old_umask = umask(0177);
+	/* The file comes into being with the owner's bits alone (the kernel
+	 * takes the socket inode's 0777 less the umask): group and others
+	 * get theirs only once the file has its group. */
+	old_umask = umask(0777 & ~(perms->mode & 0700));
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_umask);
 	if (r < 0) {
@@ -120,21 +192,9 @@ int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, boo
 		return listener_fail(why, r, "cannot bind %s: %s", path, strerror(-r));
 	}
 	*bound = true;
-	/* The mode first: once the file is another user's, only CAP_FOWNER
-	 * (which the units do not grant) could change it. */
-	if (chmod(path, perms->mode) < 0) {
-		r = -errno;
-		return listener_fail(why, r, "cannot chmod %s: %s", path, strerror(-r));
-	}
-	if ((perms->uid != (uid_t)-1 || perms->gid != (gid_t)-1) &&
-	    chown(path, perms->uid, perms->gid) < 0) {
-		r = -errno;
-		if (perms->uid != (uid_t)-1)
-			return listener_fail(why, r, "cannot give %s to uid %d: %s", path,
-					     (int)perms->uid, strerror(-r));
-		return listener_fail(why, r, "cannot give %s to group %s: %s", path, perms->group,
-				     strerror(-r));
-	}
+	r = listener_set_perms(path, perms, why);
+	if (r < 0)
+		return r;
 	if (listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
 		return listener_fail(why, r, "cannot listen on %s: %s", path, strerror(-r));

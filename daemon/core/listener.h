@@ -20,8 +20,8 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-/* Mode, owner and group of a socket file; (uid_t)-1 and (gid_t)-1 keep
- * the default. */
+/* Mode, owner and group of a socket file; (uid_t)-1 and (gid_t)-1 stand
+ * for the daemon's own (its effective uid and gid). */
 typedef struct ListenerPerms {
 	mode_t mode;
 	uid_t uid;
@@ -54,10 +54,21 @@ int listener_perms_parse(const char *mode, const char *group, mode_t default_mod
 int listener_remove_stale_socket(const char *path, char **why);
 
 /**
+ * listener_set_perms() - give the socket file at @path @perms, through a
+ * file descriptor of the file itself (O_PATH, never following a symbolic
+ * link): a symlink, FIFO or anything else put at @path is refused
+ * (-EEXIST) and left alone. At no step does the file let in anyone but
+ * the daemon and whom its old or its new permissions let in.
+ * @why: as for listener_perms_parse()
+ */
+int listener_set_perms(const char *path, const ListenerPerms *perms, char **why);
+
+/**
  * listener_bind() - replace a stale socket at @path, bind, apply @perms
- * and listen. The socket never exists with wider permissions than asked.
- * Sets *@bound once the file exists, so that the caller removes it even
- * when a later step fails.
+ * (listener_set_perms()) and listen. The file is made with the owner's
+ * bits alone, so the socket never exists with wider permissions than
+ * asked. Sets *@bound once the file exists, so that the caller removes it
+ * even when a later step fails.
  * @why: as for listener_perms_parse()
  */
 int listener_bind(const char *path, const ListenerPerms *perms, int *ret_fd, bool *bound,

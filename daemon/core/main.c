@@ -88,6 +88,7 @@ typedef struct Options {
 	char *gid_policy;
 	int max_vms;
 	int max_vm_clients;
+	gboolean allow_wide_prefix;
 	gboolean require_port_gid;
 	gboolean no_fd_store;
 	gboolean trace;
@@ -224,6 +225,8 @@ static int parse_options(int argc, char **argv, Options *o)
 		  "N" },
 		{ "max-vm-clients", 0, 0, G_OPTION_ARG_INT, &o->max_vm_clients,
 		  "Most connections on one VM's socket at once (default 4)", "N" },
+		{ "allow-wide-prefix", 0, 0, G_OPTION_ARG_NONE, &o->allow_wide_prefix,
+		  "Let a VM have a prefix shorter than /64", NULL },
 		{ "no-fd-store", 0, 0, G_OPTION_ARG_NONE, &o->no_fd_store,
 		  "Do not keep clients and state in the service manager's fd store (a restart "
 		  "then disconnects every client)", NULL },
@@ -588,6 +591,8 @@ static int vms_setup(Daemon *d)
 		.default_group = (gid_t)-1,
 		.allow = { .uids = d->allow_uids, .gids = d->allow_gids },
 		.retry_ms = LISTENER_RETRY_MS,
+		.main_fd = d->listen_fd,
+		.allow_wide_prefix = d->opt.allow_wide_prefix,
 	};
 	gpointer state, state_alt;
 	RelayHandoffFds peek = { -1, -1, -1, -1, NULL };
@@ -936,7 +941,7 @@ static int run(Daemon *d)
 		return EXIT_FAILURE;
 	r = vms_setup(d);
 	if (r < 0)
-		return EXIT_FAILURE;
+		return r == -EPERM ? EXIT_USAGE : EXIT_FAILURE; /* -EPERM: an unsafe --vm-dir */
 	handoff_setup(d);
 	/* What the predecessor's clients held is held again under this
 	 * process's assignments and policy. */

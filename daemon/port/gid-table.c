@@ -314,6 +314,13 @@ const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch)
 	return t->gids[index].raw;
 }
 
+const uint8_t *gid_table_peek(const GidTable *t, unsigned index)
+{
+	if (index >= t->size || gid_is_zero(t->gids[index].raw))
+		return NULL;
+	return t->gids[index].raw;
+}
+
 bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], uint64_t epoch)
 {
 	const uint8_t *now = gid_table_get(t, index, epoch);

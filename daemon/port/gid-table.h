@@ -88,6 +88,10 @@ int gid_table_find(GidTable *t, const uint8_t gid[GID_LEN]);
  * Return: the GID (valid until the next call), or NULL for an empty entry.
  */
 const uint8_t *gid_table_get(GidTable *t, unsigned index, uint64_t epoch);
+/* The GID at @index as last read (gid_table_reload() reads them all), or
+ * NULL for an empty entry; for checks that are no send's and need no
+ * epoch. */
+const uint8_t *gid_table_peek(const GidTable *t, unsigned index);
 /* Whether @index holds @gid now (re-read as gid_table_get() does). */
 bool gid_table_holds(GidTable *t, unsigned index, const uint8_t gid[GID_LEN], uint64_t epoch);
 

@@ -147,14 +147,51 @@ static void relay_vm_revoke(Relay *r, RelayClient *c, uint32_t i, const char *wh
 		       text, sessions, why);
 }
 
-unsigned relay_vms_changed(Relay *r)
+/* Disconnect the clients of VMs whose socket changed that it would not
+ * let in now: whoever connected under the old owner or mode is not the
+ * VM under the new one. Return: the GIDs they held. */
+static unsigned relay_vm_recheck_peers(Relay *r)
 {
+	g_autoptr(GPtrArray) gone = g_ptr_array_new();
+	g_autoptr(GPtrArray) list = vm_table_list(r->vms.table);
 	GHashTableIter it;
 	gpointer value;
 	unsigned taken = 0;
 
+	g_hash_table_iter_init(&it, r->clients);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		RelayClient *c = value;
+
+		if (c->vm && c->vm->recheck_peers &&
+		    !vm_spec_admits(&c->vm->spec, r->vms.own_uid, r->vms.own_gid, c->conn.cred.uid,
+				    c->conn.cred.gid))
+			g_ptr_array_add(gone, c);
+	}
+	for (guint i = 0; i < gone->len; i++) {
+		RelayClient *c = gone->pdata[i];
+		g_autofree char *why = g_strdup_printf(
+			"VM %s's socket does not let uid %d gid %d in any more (its owner, group or "
+			"mode changed)",
+			c->vm->spec.name, (int)c->conn.cred.uid, (int)c->conn.cred.gid);
+
+		taken += c->n_gids;
+		r->counters->clients_dropped++;
+		relay_drop_client(r, c, why);
+	}
+	for (guint i = 0; i < list->len; i++)
+		((VmEntry *)list->pdata[i])->recheck_peers = false;
+	return taken;
+}
+
+unsigned relay_vms_changed(Relay *r)
+{
+	GHashTableIter it;
+	gpointer value;
+	unsigned taken;
+
 	if (!r->vms.table)
 		return 0;
+	taken = relay_vm_recheck_peers(r);
 	g_hash_table_iter_init(&it, r->clients);
 	while (g_hash_table_iter_next(&it, NULL, &value)) {
 		RelayClient *c = value;

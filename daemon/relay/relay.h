@@ -239,6 +239,9 @@ typedef struct RelayVms {
 	VmGidPolicy policy;  /* for the shared socket */
 	uint32_t max_clients; /* connections per VM */
 	uint32_t state_room;  /* bytes the VMs' state may take in the hand-off state */
+	/* The owner and group of a VM's socket whose assignment names none
+	 * (the daemon's): vm_spec_admits() for VMs whose socket changed. */
+	uint32_t own_uid, own_gid;
 	RelayVmOfFn vm_of;
 	void *userdata;
 } RelayVms;
@@ -252,9 +255,12 @@ typedef struct RelayVms {
 void relay_set_vms(Relay *r, const RelayVms *vms);
 /**
  * relay_vms_changed() - the assignments changed (a VM added, set or
- * removed): every client keeps only the GIDs it may hold now, and the
- * sessions of the GIDs it loses go with them (logged per GID).
- * Return: the GIDs taken back.
+ * removed): the clients of a VM whose socket's owner, group or mode
+ * changed (VmEntry.recheck_peers) are disconnected unless the socket
+ * would let them in now; every other client keeps only the GIDs it may
+ * hold now, and the sessions of the GIDs it loses go with them (logged
+ * per GID).
+ * Return: the GIDs taken back (those of disconnected clients too).
  */
 unsigned relay_vms_changed(Relay *r);
 /**

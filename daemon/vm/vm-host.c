@@ -47,6 +47,7 @@ struct VmHost {
 	GHashTable *by_path; /* socket path -> VmSocket* */
 	uint64_t sequence;
 	GBytes *state_bytes; /* the VMs' state last kept */
+	char *main_address;  /* the shared socket's (vm_socket_address()), or NULL */
 	sd_event_source *save_timer;
 	bool keep_files; /* a hand-off: the successor serves the same files */
 };
@@ -127,6 +128,9 @@ static int vm_host_on_save_timer(sd_event_source *s, uint64_t usec, void *userda
 	return 0;
 }
 
+static int vm_host_check_gids(VmHost *h, const VmSpec *spec, const VmSpec *old, bool strict,
+			      GString *msg);
+
 /* The VMs of the state the previous process kept (@bytes, may be NULL). */
 static void vm_host_adopt_state(VmHost *h, GBytes *bytes)
 {
@@ -152,7 +156,8 @@ static void vm_host_adopt_state(VmHost *h, GBytes *bytes)
 		VmEntry *vm;
 
 		g_string_truncate(err, 0);
-		if (vm_table_add(h->table, &v->spec, v->source, err, &vm) < 0) {
+		if (vm_host_check_gids(h, &v->spec, NULL, false, err) < 0 ||
+		    vm_table_add(h->table, &v->spec, v->source, err, &vm) < 0) {
 			log_warning("the VMs' state: VM %s dropped: %s", v->spec.name, err->str);
 			continue;
 		}
@@ -210,27 +215,109 @@ static int vm_host_serve(VmHost *h, const char *name, const char *path, int fd)
 	return 0;
 }
 
+/* What @spec's socket gets: no owner named is the daemon's user, no mode
+ * its owner alone (VM_DEFAULT_MODE), never a whole group by default. */
 static void vm_host_perms(const VmHost *h, const VmSpec *spec, ListenerPerms *ret)
 {
 	*ret = (ListenerPerms){
-		.mode = spec->mode != VM_ID_NONE ? (mode_t)spec->mode : 0660,
+		.mode = spec->mode != VM_ID_NONE ? (mode_t)spec->mode : VM_DEFAULT_MODE,
 		.uid = spec->owner != VM_ID_NONE ? (uid_t)spec->owner : (uid_t)-1,
 		.gid = spec->group != VM_ID_NONE ? (gid_t)spec->group : h->cfg.default_group,
 		.group = "the VM's group",
 	};
 }
 
-/* The VMs' directory: searchable by all (QEMU runs as another user), and
- * writable by the daemon alone, whatever the umask. */
-static int vm_host_make_dir(const VmHost *h)
+/* Whether @a and @b give a socket the same owner, group and mode. */
+static bool vm_host_same_perms(const VmSpec *a, const VmSpec *b)
+{
+	return a->owner == b->owner && a->group == b->group && a->mode == b->mode;
+}
+
+/* Whether directory @st may hold, or lead to, the VMs' sockets: the
+ * daemon's (or, for one above it, root's) and writable by nobody else,
+ * unless sticky (/tmp: nobody else may rename or remove what is ours). */
+static bool vm_host_dir_safe(const struct stat *st, bool ancestor)
+{
+	if (st->st_uid != geteuid() && !(ancestor && st->st_uid == 0))
+		return false;
+	return !(st->st_mode & 022) || (ancestor && (st->st_mode & S_ISVTX));
+}
+
+/* Check the VMs' directory as sshd's StrictModes checks a home: the
+ * directory itself (not a symlink), and every directory above it.
+ * Return: 0, or a negative errno with why in @msg. */
+static int vm_host_check_dir(const VmHost *h, GString *msg)
+{
+	_cleanup_fd_ int fd = open(h->vm_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	g_autofree char *real = NULL;
+	struct stat st;
+	int e;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		e = errno;
+		if (e == ELOOP || e == ENOTDIR) {
+			/* Whoever may change the link chooses where the sockets go. */
+			g_string_append_printf(msg, "the VMs' socket directory %s is not a directory "
+						    "(a symbolic link, or a file): refusing it; give "
+						    "the directory itself",
+					       h->vm_dir);
+			return -EPERM;
+		}
+		g_string_append_printf(msg, "cannot open the VMs' socket directory %s: %s", h->vm_dir,
+				       strerror(e));
+		return -e;
+	}
+	if (!vm_host_dir_safe(&st, false)) {
+		g_string_append_printf(msg, "the VMs' socket directory %s is owned by uid %u, mode %04o: "
+					    "it must be the daemon's (uid %u) and writable by nobody "
+					    "else, or another user could put a socket or a symbolic "
+					    "link where a VM's socket is; fix it (chown %u, chmod "
+					    "0755) or give another --vm-dir",
+				       h->vm_dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+				       (unsigned)geteuid(), (unsigned)geteuid());
+		return -EPERM;
+	}
+	real = realpath(h->vm_dir, NULL);
+	if (!real) {
+		e = errno;
+		g_string_append_printf(msg, "cannot resolve %s: %s", h->vm_dir, strerror(e));
+		return -e;
+	}
+	for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+		*slash = '\0';
+		if (stat(*real ? real : "/", &st) < 0) {
+			e = errno;
+			g_string_append_printf(msg, "cannot look at %s: %s", *real ? real : "/",
+					       strerror(e));
+			return -e;
+		}
+		if (!vm_host_dir_safe(&st, true)) {
+			g_string_append_printf(msg, "%s, above the VMs' socket directory %s, is owned "
+						    "by uid %u, mode %04o: another user could move the "
+						    "directory away; it must be root's or the daemon's "
+						    "and writable by nobody else (or sticky)",
+					       *real ? real : "/", h->vm_dir, (unsigned)st.st_uid,
+					       (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+/* The VMs' directory: made if missing (searchable by all: QEMU runs as
+ * another user; writable by the daemon alone, whatever the umask), and
+ * checked (vm_host_check_dir()). */
+static int vm_host_make_dir(const VmHost *h, GString *msg)
 {
 	struct stat st;
 
-	if (stat(h->vm_dir, &st) == 0)
-		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-	if (g_mkdir_with_parents(h->vm_dir, 0755) < 0 || chmod(h->vm_dir, 0755) < 0)
+	if (lstat(h->vm_dir, &st) < 0 && errno == ENOENT &&
+	    (g_mkdir_with_parents(h->vm_dir, 0755) < 0 || chmod(h->vm_dir, 0755) < 0)) {
+		g_string_append_printf(msg, "cannot make the VMs' socket directory %s: %s",
+				       h->vm_dir, strerror(errno));
 		return -errno;
-	return 0;
+	}
+	return vm_host_check_dir(h, msg);
 }
 
 /* Bind @vm's socket. Return: 0, or a negative errno with why in @msg
@@ -252,12 +339,9 @@ static int vm_host_bind(VmHost *h, const VmEntry *vm, GString *msg)
 				       path, strlen(path), sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	r = vm_host_make_dir(h);
-	if (r < 0) {
-		g_string_append_printf(msg, "cannot make the VMs' socket directory %s: %s",
-				       h->vm_dir, strerror(-r));
+	r = vm_host_make_dir(h, msg);
+	if (r < 0)
 		return r;
-	}
 	vm_host_perms(h, &vm->spec, &perms);
 	r = listener_bind(path, &perms, &fd, &bound, &why);
 	if (r < 0) {
@@ -319,15 +403,16 @@ static char *vm_socket_address(int fd)
 	return g_strndup(sa.sun_path, n);
 }
 
-/* Whether @path is a socket of our VM directory. */
-static bool vm_host_in_dir(const VmHost *h, const char *path)
+/* Where VM @name's socket belongs (g_free()). */
+static char *vm_host_path(const VmHost *h, const char *name)
 {
-	size_t n = strlen(h->vm_dir);
-
-	return strncmp(path, h->vm_dir, n) == 0 && path[n] == '/';
+	return g_strdup_printf("%s/%s.sock", h->vm_dir, name);
 }
 
-/* RelayVmOfFn: the VM whose socket @fd was accepted on. */
+/* RelayVmOfFn: the VM whose socket @fd was accepted on; none for the
+ * shared socket; -ENOENT for any other address (a VM removed, renamed, or
+ * its directory moved while the connection was kept): a connection never
+ * becomes the shared socket's for want of its VM. */
 static int vm_host_vm_of(void *userdata, int fd, VmEntry **ret)
 {
 	VmHost *h = userdata;
@@ -339,13 +424,34 @@ static int vm_host_vm_of(void *userdata, int fd, VmEntry **ret)
 		*ret = vm_table_find(h->table, s->name);
 		return *ret ? 0 : -ENOENT;
 	}
-	/* A socket of ours that no VM has any more: its VM was removed. */
-	if (path && vm_host_in_dir(h, path))
-		return -ENOENT;
-	return 0;
+	if (g_strcmp0(path, h->main_address) == 0)
+		return 0;
+	log_ratelimited(LOG_WARNING, NULL,
+			"a connection came in on %s, which is neither a VM's socket nor the shared "
+			"socket (%s): its VM is gone, or its directory moved",
+			path ? path : "an unnamed socket",
+			h->main_address ? h->main_address : "unnamed");
+	return -ENOENT;
 }
 
-/* The listening sockets a predecessor left (name -> fd, taken over). */
+/* Drop the listening socket the store kept as @key (@fd, whose address is
+ * @path): close it, out of the store; its file goes if it is in our
+ * directory (only a socket, never what replaced it). */
+static void vm_host_drop_stored(VmHost *h, const char *key, int fd, const char *path)
+{
+	struct stat st;
+	size_t n = strlen(h->vm_dir);
+
+	if (path && strncmp(path, h->vm_dir, n) == 0 && path[n] == '/' && !strchr(path + n + 1, '/') &&
+	    lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		(void)unlink(path);
+	vm_host_store_remove(key);
+	close(fd);
+}
+
+/* The listening sockets a predecessor left (name -> fd, taken over). Each
+ * is served only where its VM's socket belongs now, and only once its file
+ * has the owner, group and mode its VM's assignment names now. */
 static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 {
 	GHashTableIter it;
@@ -356,16 +462,15 @@ static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 		const char *name = (const char *)key + strlen(VM_HOST_STORE_PREFIX);
 		int fd = GPOINTER_TO_INT(value);
 		g_autofree char *path = vm_socket_address(fd);
+		g_autofree char *want = vm_host_path(h, name);
+		g_autofree char *why = NULL;
 		VmEntry *vm = vm_table_find(h->table, name);
+		ListenerPerms perms;
 		int r;
 
 		if (!vm || !path || sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
 			/* Not a VM any more (removed while we were down, its
 			 * state lost), or not a socket at all. */
-			if (path && vm_host_in_dir(h, path) && !vm)
-				(void)unlink(path);
-			vm_host_store_remove(key);
-			close(fd);
 			if (!vm)
 				log_info("VM %s is no more: its socket %s goes", name,
 					 path ? path : "(unbound)");
@@ -373,6 +478,27 @@ static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 				log_warning("VM %s: what the fd store kept is not its listening "
 					    "socket; binding a new one",
 					    name);
+			vm_host_drop_stored(h, key, fd, vm ? NULL : path);
+			continue;
+		}
+		if (strcmp(path, want) != 0) {
+			/* --vm-dir moved: the old directory is not checked, and
+			 * the connections made there are closed (vm_host_vm_of()). */
+			log_notice("VM %s: its kept socket %s is not where its socket belongs now (%s): "
+				   "binding that one instead; connections made on the old one are "
+				   "closed",
+				   name, path, want);
+			vm_host_drop_stored(h, key, fd, NULL);
+			continue;
+		}
+		vm_host_perms(h, &vm->spec, &perms);
+		r = listener_set_perms(path, &perms, &why);
+		if (r < 0) {
+			log_error("VM %s: cannot give its kept socket the owner and mode its assignment "
+				  "names (%s); binding a new one",
+				  name, why);
+			vm_host_store_remove(key);
+			close(fd);
 			continue;
 		}
 		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -386,12 +512,61 @@ static void vm_host_adopt_sockets(VmHost *h, GHashTable *fds)
 			vm_host_store_remove(key);
 			continue;
 		}
-		if (!vm_host_in_dir(h, path))
-			log_notice("VM %s keeps its socket %s, outside --vm-dir %s, until it is "
-				   "removed",
-				   name, path, h->vm_dir);
 	}
 	g_hash_table_remove_all(fds);
+}
+
+/* ---- what an assignment may hold ---- */
+
+/* Whether @spec (replacing @old, or NULL) may hold what it names on this
+ * port: no prefix shorter than /64 (but with --allow-wide-prefix); nothing
+ * that takes in the port's GID 0; and, when @strict (vm add and set), no
+ * prefix that takes in a GID the port has now and @old did not have: an
+ * address the host or another VM uses. Return: 0, or -EACCES with the GID
+ * named in @msg. */
+static int vm_host_check_gids(VmHost *h, const VmSpec *spec, const VmSpec *old, bool strict,
+			      GString *msg)
+{
+	GidTable *gids = relay_port(h->relay)->gids;
+	char text[GID_STR_LEN], prefix[50];
+	const uint8_t *g0;
+	unsigned n;
+
+	for (uint32_t i = 0; i < spec->n_prefixes; i++)
+		if (spec->prefixes[i].len < VM_PREFIX_FLOOR && !h->cfg.allow_wide_prefix) {
+			g_string_append_printf(msg, "prefix %s is wider than /%d: it would take in "
+						    "addresses that are not the VM's (a whole subnet "
+						    "is /64; --allow-wide-prefix allows wider ones)",
+					       vm_prefix_to_string(&spec->prefixes[i], prefix),
+					       VM_PREFIX_FLOOR);
+			return -EACCES;
+		}
+	(void)gid_table_reload(gids);
+	n = gid_table_size(gids);
+	g0 = gid_table_peek(gids, 0);
+	if (g0 && vm_spec_has_gid(spec, g0)) {
+		g_string_append_printf(msg, "GID %s is the port's GID 0 (its own address, which "
+					    "the host's CM uses): no VM may have it",
+				       gid_to_string(g0, text));
+		return -EACCES;
+	}
+	for (unsigned k = 1; strict && k < n; k++) {
+		const uint8_t *g = gid_table_peek(gids, k);
+
+		if (!g || (old && vm_spec_has_gid(old, g)))
+			continue;
+		for (uint32_t i = 0; i < spec->n_prefixes; i++)
+			if (vm_prefix_contains(&spec->prefixes[i], g)) {
+				g_string_append_printf(
+					msg, "prefix %s takes in GID %s, which the port has (index %u): "
+					     "an address the host or another VM uses; assign the "
+					     "VM's own GIDs with gid=, or a prefix of its own",
+					vm_prefix_to_string(&spec->prefixes[i], prefix),
+					gid_to_string(g, text), k);
+				return -EACCES;
+			}
+	}
+	return 0;
 }
 
 /* ---- vms.d ---- */
@@ -468,7 +643,9 @@ static bool vm_host_load_file(VmHost *h, const char *file, const char *name)
 			  vm ? "stays as it was" : "is not added");
 		return vm && vm->source;
 	}
-	if (vm) {
+	r = vm_host_check_gids(h, &spec, NULL, false, err);
+	if (r < 0) {
+	} else if (vm) {
 		if (!vm->source)
 			log_warning("%s defines VM %s, which was added through rdmacm-muxctl: the file "
 				    "wins",
@@ -544,6 +721,7 @@ int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTab
 {
 	g_autoptr(GHashTable) socket_fds = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 								  NULL);
+	g_autoptr(GHashTable) before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	g_autoptr(GPtrArray) list = NULL;
 	GHashTableIter it;
 	gpointer key, value;
@@ -560,6 +738,21 @@ int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTab
 	h->table = vm_table_new(cfg->max_vms);
 	h->sockets = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, vm_socket_free);
 	h->by_path = g_hash_table_new(g_str_hash, g_str_equal);
+	h->main_address = cfg->main_fd >= 0 ? vm_socket_address(cfg->main_fd) : NULL;
+
+	/* A directory another user may write is no place for the VMs'
+	 * sockets: refuse to start, rather than serve what someone put there.
+	 * (One that does not exist yet is made at the first VM's bind.) */
+	if (access(h->vm_dir, F_OK) == 0 || errno != ENOENT) {
+		g_autoptr(GString) why = g_string_new(NULL);
+
+		r = vm_host_check_dir(h, why);
+		if (r < 0) {
+			log_error("%s", why->str);
+			vm_host_free(h);
+			return r;
+		}
+	}
 
 	/* What the previous process left. */
 	g_hash_table_iter_init(&it, stored);
@@ -570,9 +763,28 @@ int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTab
 		g_hash_table_iter_remove(&it);
 	}
 	vm_host_adopt_state(h, state);
+	list = vm_table_list(h->table);
+	for (guint i = 0; i < list->len; i++) {
+		const VmEntry *vm = list->pdata[i];
+
+		g_hash_table_insert(before, g_strdup(vm->spec.name), g_memdup2(&vm->spec, sizeof(VmSpec)));
+	}
+	g_clear_pointer(&list, g_ptr_array_unref);
 	/* Files first: a file's VM may replace one the state had. */
 	vm_host_load_conf_dir(h);
 	vm_host_adopt_sockets(h, socket_fds);
+	/* A VM whose socket changed owner, group or mode while we were down
+	 * (its file edited, or replaced by another tenant's) keeps only the
+	 * connections the socket would let in now (relay_vms_changed(), once
+	 * the clients are back); a VM the state did not have, all of them. */
+	list = vm_table_list(h->table);
+	for (guint i = 0; i < list->len; i++) {
+		VmEntry *vm = list->pdata[i];
+		const VmSpec *was = g_hash_table_lookup(before, vm->spec.name);
+
+		vm->recheck_peers = !was || !vm_host_same_perms(was, &vm->spec);
+	}
+	g_clear_pointer(&list, g_ptr_array_unref);
 	list = vm_table_list(h->table);
 	for (guint i = 0; i < list->len; i++) {
 		const VmEntry *vm = list->pdata[i];
@@ -587,6 +799,10 @@ int vm_host_new(sd_event *event, Relay *relay, const VmHostConfig *cfg, GHashTab
 					  .policy = cfg->policy,
 					  .max_clients = cfg->max_clients_per_vm,
 					  .state_room = (uint32_t)vm_state_room(cfg->max_vms),
+					  .own_uid = geteuid(),
+					  .own_gid = cfg->default_group != (gid_t)-1
+							     ? cfg->default_group
+							     : getegid(),
 					  .vm_of = vm_host_vm_of,
 					  .userdata = h });
 	/* First at once: the relay keeps its state from its start on, which
@@ -623,6 +839,7 @@ void vm_host_free(VmHost *h)
 	if (h->state_bytes)
 		g_bytes_unref(h->state_bytes);
 	sd_event_unref(h->event);
+	g_free(h->main_address);
 	g_free(h->vm_dir);
 	g_free(h->conf_dir);
 	g_free(h);
@@ -666,6 +883,16 @@ static void vm_host_describe(VmHost *h, const VmEntry *vm, GString *msg)
 			       vm->spec.n_prefixes, path ? path : "none");
 }
 
+/* "made by domain U" for @vm, or "made without a domain". */
+static void vm_host_whose(const VmEntry *vm, GString *msg)
+{
+	if (vm->spec.domain[0])
+		g_string_append_printf(msg, "libvirt domain %s made it", vm->spec.domain);
+	else
+		g_string_append(msg, "no libvirt domain made it (rdmacm-muxctl vm add without "
+				     "--domain)");
+}
+
 int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg)
 {
 	VmEntry *vm = vm_table_find(h->table, spec->name);
@@ -676,7 +903,14 @@ int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg)
 		g_string_append_printf(msg, "VM %s exists already, from %s", spec->name, vm->source);
 		return -EEXIST;
 	}
+	if (vm) {
+		g_string_append_printf(msg, "VM %s exists already: ", spec->name);
+		vm_host_whose(vm, msg);
+		return -EEXIST;
+	}
 	r = vm_spec_check(spec, msg);
+	if (r == 0)
+		r = vm_host_check_gids(h, spec, NULL, true, msg);
 	if (r < 0)
 		return r;
 	r = vm_table_add(h->table, spec, NULL, msg, &vm);
@@ -689,9 +923,10 @@ int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg)
 	}
 	taken = relay_vms_changed(h->relay);
 	vm_host_save(h);
-	log_info("VM %s added (rdmacm-muxctl): %u GIDs, %u prefixes; %u GIDs taken back from "
+	log_info("VM %s added (rdmacm-muxctl%s%s): %u GIDs, %u prefixes; %u GIDs taken back from "
 		 "other clients",
-		 spec->name, spec->n_gids, spec->n_prefixes, taken);
+		 spec->name, spec->domain[0] ? ", libvirt domain " : "", spec->domain, spec->n_gids,
+		 spec->n_prefixes, taken);
 	g_string_append_printf(msg, "VM %s added: ", spec->name);
 	vm_host_describe(h, vm, msg);
 	if (taken)
@@ -699,8 +934,9 @@ int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg)
 	return 0;
 }
 
-/* Refuse to change a VM its file defines: the file would undo it. */
-static int vm_host_editable(const VmEntry *vm, const char *name, GString *msg)
+/* Refuse to change a VM its file defines (the file would undo it), or,
+ * given @domain, one that domain did not make. */
+static int vm_host_editable(const VmEntry *vm, const char *name, const char *domain, GString *msg)
 {
 	if (!vm) {
 		g_string_append_printf(msg, "no VM %s", name);
@@ -712,42 +948,67 @@ static int vm_host_editable(const VmEntry *vm, const char *name, GString *msg)
 				       name, vm->source);
 		return -EPERM;
 	}
+	if (domain && strcmp(domain, vm->spec.domain) != 0) {
+		g_string_append_printf(msg, "VM %s is not libvirt domain %s's: ", name, domain);
+		vm_host_whose(vm, msg);
+		return -EPERM;
+	}
 	return 0;
+}
+
+/* Give @s's file @spec's owner, group and mode. Return: 0, or a negative
+ * errno with why in @msg. */
+static int vm_host_apply_perms(VmHost *h, VmSocket *s, const VmSpec *spec, GString *msg)
+{
+	g_autofree char *why = NULL;
+	ListenerPerms perms;
+	int r;
+
+	vm_host_perms(h, spec, &perms);
+	r = listener_set_perms(s->path, &perms, &why);
+	if (r < 0)
+		g_string_append(msg, why);
+	return r;
 }
 
 int vm_host_set(VmHost *h, const VmSpec *edit, unsigned given, GString *msg)
 {
 	VmEntry *vm = vm_table_find(h->table, edit->name);
 	VmSocket *s;
-	VmSpec spec;
+	VmSpec spec, old;
 	unsigned taken;
-	int r = vm_host_editable(vm, edit->name, msg);
+	int r = vm_host_editable(vm, edit->name,
+				 (given & VM_SPEC_HAS_DOMAIN) ? edit->domain : NULL, msg);
 
 	if (r < 0)
 		return r;
+	if (!(given & ~VM_SPEC_HAS_DOMAIN)) {
+		g_string_append(msg, "vm set NAME needs at least one key=value besides domain");
+		return -EINVAL;
+	}
+	old = vm->spec;
 	spec = vm->spec;
 	vm_spec_apply(&spec, edit, given);
 	r = vm_spec_check(&spec, msg);
+	if (r == 0)
+		r = vm_host_check_gids(h, &spec, &old, true, msg);
 	if (r < 0)
 		return r;
 	r = vm_table_replace(h->table, vm, &spec, NULL, msg);
 	if (r < 0)
 		return r;
 	s = g_hash_table_lookup(h->sockets, vm->spec.name);
-	if (s && (given & (VM_SPEC_HAS_OWNER | VM_SPEC_HAS_GROUP | VM_SPEC_HAS_MODE))) {
-		ListenerPerms perms;
+	if (!vm_host_same_perms(&old, &spec)) {
+		/* The file first: a VM whose socket kept its old owner is no
+		 * change at all. */
+		if (s && vm_host_apply_perms(h, s, &spec, msg) < 0) {
+			g_autoptr(GString) ignored = g_string_new(NULL);
 
-		vm_host_perms(h, &vm->spec, &perms);
-		/* Back to the daemon's first: the mode of another user's file
-		 * needs CAP_FOWNER, which the units do not grant. Each step
-		 * leaves the socket no more open than before or after. */
-		if (chown(s->path, geteuid(), (gid_t)-1) < 0 || chmod(s->path, perms.mode) < 0 ||
-		    chown(s->path, perms.uid, perms.gid) < 0) {
-			g_string_append_printf(msg, "cannot change %s's owner or mode: %s; ", s->path,
-					       strerror(errno));
-			log_warning("VM %s: cannot change %s's owner or mode: %s", vm->spec.name,
-				    s->path, strerror(errno));
+			log_warning("VM %s stays as it was: %s", vm->spec.name, msg->str);
+			(void)vm_table_replace(h->table, vm, &old, NULL, ignored);
+			return -EPERM;
 		}
+		vm->recheck_peers = true;
 	}
 	taken = relay_vms_changed(h->relay);
 	vm_host_save(h);
@@ -760,11 +1021,11 @@ int vm_host_set(VmHost *h, const VmSpec *edit, unsigned given, GString *msg)
 	return 0;
 }
 
-int vm_host_del(VmHost *h, const char *name, GString *msg)
+int vm_host_del(VmHost *h, const char *name, const char *domain, GString *msg)
 {
 	VmEntry *vm = vm_table_find(h->table, name);
 	unsigned dropped;
-	int r = vm_host_editable(vm, name, msg);
+	int r = vm_host_editable(vm, name, domain, msg);
 
 	if (r < 0)
 		return r;

@@ -8,6 +8,20 @@
  * getsockname() on the connection). VMs come from vms.d files at start and
  * from the control socket at any time (add, set, del), live.
  *
+ * The boundary: the vm dir must be the daemon's user's and writable by
+ * nobody else (else the daemon does not start: anyone who may write there
+ * could put a socket of their own, or a symlink, where a VM's is); every
+ * socket file is made and changed through a descriptor of the file
+ * itself, never by following a path (listener_set_perms()); the owner,
+ * group and mode are applied at every start, to the sockets taken over
+ * too, and at every "vm set", and the connections that the new ones would
+ * not let in are closed. A connection whose address is no current VM's
+ * socket and not the shared socket is refused, never taken for a client
+ * of the shared socket. A prefix shorter than /64, or any GID or prefix
+ * that takes in the port's GID 0, is refused; "vm add" and "vm set" also
+ * refuse a prefix that takes in a GID the port has now (an address the
+ * host or another VM uses), naming it.
+ *
  * What survives a restart, a crash or a re-execution: each VM's listening
  * socket, in the fd store as "vm.NAME" (connections waiting in its
  * backlog are served by the successor), and the assignments and per-VM
@@ -39,9 +53,14 @@ typedef struct VmHostConfig {
 	uint32_t max_vms;
 	uint32_t max_clients_per_vm;
 	VmGidPolicy policy;
-	gid_t default_group; /* the sockets' group unless a VM names one; -1: root's */
+	gid_t default_group; /* the sockets' group unless a VM names one; -1: the daemon's */
 	ListenerAllow allow; /* the main socket's allow-lists */
 	unsigned retry_ms;   /* out of fds: accept again after this */
+	/* The main (shared) socket, not taken over: a connection whose
+	 * address is its address is the shared socket's; one whose address is
+	 * neither that nor a VM's socket is nobody's and is refused. */
+	int main_fd;
+	bool allow_wide_prefix; /* --allow-wide-prefix: prefixes shorter than /64 */
 } VmHostConfig;
 
 typedef struct VmHost VmHost;
@@ -81,16 +100,21 @@ const char *vm_host_socket(const VmHost *h, const VmEntry *vm);
 
 /**
  * vm_host_add() - a new VM (rdmacm-muxctl vm add): its socket bound, its
- * GIDs taken back from any client that held them.
+ * GIDs taken back from any client that held them. A VM of that name that
+ * exists is refused (-EEXIST), naming the domain that made it.
  * Return: 0 with what was done in @msg, or a negative errno with why not
  * (and nothing changed).
  */
 int vm_host_add(VmHost *h, const VmSpec *spec, GString *msg);
 /* Change what @edit gives (@given: VM_SPEC_HAS_*) of the VM named there
- * (vm set); its clients lose the GIDs it no longer has. As vm_host_add(). */
+ * (vm set); its clients lose the GIDs it no longer has, and its
+ * connections that a new owner, group or mode would refuse are closed.
+ * With VM_SPEC_HAS_DOMAIN, only a VM that domain made is changed (-EPERM
+ * otherwise). As vm_host_add(). */
 int vm_host_set(VmHost *h, const VmSpec *edit, unsigned given, GString *msg);
 /* Remove VM @name (vm del): its clients are disconnected, its GIDs and
- * socket go. As vm_host_add(). */
-int vm_host_del(VmHost *h, const char *name, GString *msg);
+ * socket go; with @domain (or NULL), only if that domain made it. As
+ * vm_host_add(). */
+int vm_host_del(VmHost *h, const char *name, const char *domain, GString *msg);
 
 #endif /* RDMACM_MUX_VM_HOST_H */

@@ -36,6 +36,36 @@ void vm_spec_init(VmSpec *spec, const char *name)
 	spec->owner = VM_ID_NONE;
 	spec->group = VM_ID_NONE;
 	spec->mode = VM_ID_NONE;
+	spec->domain[0] = '\0';
+}
+
+bool vm_domain_valid(const char *text)
+{
+	if (strnlen(text, VM_DOMAIN_LEN + 1) != VM_DOMAIN_LEN)
+		return false;
+	for (int i = 0; i < VM_DOMAIN_LEN; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+		if (dash ? text[i] != '-' : !g_ascii_isxdigit(text[i]))
+			return false;
+	}
+	return true;
+}
+
+bool vm_spec_admits(const VmSpec *spec, uint32_t own_uid, uint32_t own_gid, uint32_t uid,
+		    uint32_t gid)
+{
+	uint32_t mode = spec->mode != VM_ID_NONE ? spec->mode : VM_DEFAULT_MODE;
+	uint32_t owner = spec->owner != VM_ID_NONE ? spec->owner : own_uid;
+	uint32_t group = spec->group != VM_ID_NONE ? spec->group : own_gid;
+
+	if (uid == 0)
+		return true;
+	if (uid == owner)
+		return mode & 0200;
+	if (gid == group)
+		return mode & 0020;
+	return mode & 0002;
 }
 
 /* ---- GIDs and prefixes ---- */
@@ -144,12 +174,13 @@ typedef enum VmKey {
 	VM_KEY_OWNER,
 	VM_KEY_GROUP,
 	VM_KEY_MODE,
+	VM_KEY_DOMAIN,
 	VM_KEY_UNKNOWN,
 } VmKey;
 
 static VmKey vm_key_from_name(const char *key)
 {
-	static const char *const names[] = { "gid", "prefix", "owner", "group", "mode" };
+	static const char *const names[] = { "gid", "prefix", "owner", "group", "mode", "domain" };
 
 	for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
 		if (strcmp(key, names[i]) == 0)
@@ -195,9 +226,10 @@ static bool vm_id_parse(const char *value, bool group, VmSpecResolveFn resolve, 
 	return true;
 }
 
-/* Apply one key and value to @spec; @given collects VM_SPEC_HAS_*. */
+/* Apply one key and value to @spec; @given collects VM_SPEC_HAS_*;
+ * @file: from a vms.d file (which no domain owns). */
 static bool vm_spec_take(VmSpec *spec, unsigned *given, const char *key, const char *value,
-			 VmSpecResolveFn resolve, GString *err)
+			 VmSpecResolveFn resolve, bool file, GString *err)
 {
 	uint8_t gid[GID_LEN];
 	VmPrefix p;
@@ -268,10 +300,31 @@ static bool vm_spec_take(VmSpec *spec, unsigned *given, const char *key, const c
 		spec->mode = (uint32_t)mode;
 		*given |= VM_SPEC_HAS_MODE;
 		return true;
+	case VM_KEY_DOMAIN:
+		/* A file is no domain's: only the control socket takes it. */
+		if (file) {
+			g_string_append(err, "'domain' is for rdmacm-muxctl vm add (the libvirt hook), "
+					     "not for a file");
+			return false;
+		}
+		if (*given & VM_SPEC_HAS_DOMAIN) {
+			g_string_append(err, "'domain' is given twice");
+			return false;
+		}
+		if (!vm_domain_valid(value)) {
+			g_string_append_printf(err, "domain '%s' is not a UUID (8-4-4-4-12 hex digits)",
+					       value);
+			return false;
+		}
+		for (int i = 0; i <= VM_DOMAIN_LEN; i++)
+			spec->domain[i] = g_ascii_tolower(value[i]);
+		*given |= VM_SPEC_HAS_DOMAIN;
+		return true;
 	case VM_KEY_UNKNOWN:
 		break;
 	}
-	g_string_append_printf(err, "unknown key '%s' (gid, prefix, owner, group, mode)", key);
+	g_string_append_printf(err, "unknown key '%s' (gid, prefix, owner, group, mode%s)", key,
+			       file ? "" : ", domain");
 	return false;
 }
 
@@ -352,7 +405,7 @@ int vm_spec_parse_conf(const char *name, const char *text, size_t len, VmSpecRes
 		g_strstrip(key);
 		mark = err->len;
 		g_string_append_printf(err, "line %u: ", line_no);
-		if (!vm_spec_take(spec, &given, key, value, resolve, err))
+		if (!vm_spec_take(spec, &given, key, value, resolve, true, err))
 			return -EINVAL;
 		g_string_truncate(err, mark);
 	}
@@ -378,11 +431,12 @@ int vm_spec_parse_args(const char *name, const char *const *args, unsigned n, Vm
 
 		g_string_append_printf(err, "argument %u '%s': ", i + 1, args[i]);
 		if (!eq) {
-			g_string_append(err, "expected key=value (gid, prefix, owner, group, mode)");
+			g_string_append(err, "expected key=value (gid, prefix, owner, group, mode, "
+					     "domain)");
 			return -EINVAL;
 		}
 		*eq = '\0';
-		if (!vm_spec_take(spec, &given, key, eq + 1, NULL, err))
+		if (!vm_spec_take(spec, &given, key, eq + 1, NULL, false, err))
 			return -EINVAL;
 		g_string_truncate(err, mark);
 	}

@@ -29,6 +29,7 @@ enum {
 	VM_FIELD_MODE = 6,
 	VM_FIELD_SOURCE = 7,
 	VM_FIELD_COUNTER = 8,
+	VM_FIELD_DOMAIN = 9,
 };
 
 /* ---- little-endian ---- */
@@ -194,6 +195,8 @@ GBytes *vm_state_write(VmTable *t, uint64_t sequence, const char *writer)
 		/* A longer path is not one we keep: vm_state_room() counts on it. */
 		if (vm->source && strlen(vm->source) <= VM_STATE_SOURCE_MAX)
 			vm_put_field(p, VM_FIELD_SOURCE, vm->source, strlen(vm->source));
+		if (s->domain[0])
+			vm_put_field(p, VM_FIELD_DOMAIN, s->domain, strlen(s->domain));
 		vm_put_counters(p, &vm->counters);
 		vm_put_record(out, VM_REC_VM, p);
 	}
@@ -229,7 +232,7 @@ size_t vm_state_room(uint32_t max_vms)
 		counters += vm_field_bytes(8 + strlen(name));
 	vm = vm_field_bytes(VM_NAME_MAX) + VM_MAX_GIDS * vm_field_bytes(GID_LEN) +
 	     VM_MAX_PREFIXES * vm_field_bytes(GID_LEN + 1) + 3 * vm_field_bytes(4) +
-	     vm_field_bytes(VM_STATE_SOURCE_MAX) + counters;
+	     vm_field_bytes(VM_STATE_SOURCE_MAX) + vm_field_bytes(VM_DOMAIN_LEN) + counters;
 	/* Each record: its head, its payload padded to 8. */
 	return VM_STATE_HEADER + (size_t)max_vms * (8 + (vm + 7) / 8 * 8) + 8 +
 	       (counters + 7) / 8 * 8;
@@ -374,6 +377,17 @@ static const char *vm_read_vm(const uint8_t *p, size_t len, VmStateVm *vm, bool 
 		}
 		case VM_FIELD_COUNTER:
 			vm_read_counter(d, n, &vm->counters);
+			break;
+		case VM_FIELD_DOMAIN:
+			/* The VM's owner: a domain that is not a UUID is no owner
+			 * we could match, and dropping the field would leave the
+			 * VM to any domain; drop the VM. */
+			if (vm->spec.domain[0] ||
+			    !vm_read_text(d, n, vm->spec.domain, sizeof(vm->spec.domain)) ||
+			    !vm_domain_valid(vm->spec.domain))
+				return "its domain is not one UUID";
+			for (char *c = vm->spec.domain; *c; c++)
+				*c = g_ascii_tolower(*c);
 			break;
 		default:
 			break; /* a newer writer's field */

@@ -9,8 +9,8 @@
  *   header, 48 bytes
  *     0  8  magic "RMUXVMST"
  *     8  2  major version (1): a reader refuses another major
- *    10  2  minor version (0): a newer minor only adds what an older
- *           reader may skip (record types, fields)
+ *    10  2  minor version (1): a newer minor only adds what an older
+ *           reader may skip (record types, fields); 1 added field 9
  *    12  4  header size: the records start there (a reader skips header
  *           fields it does not know)
  *    16  4  records size: bytes of records after the header
@@ -37,6 +37,9 @@
  *     4  owner (u32)          8  counter: u64 value, then its name (text),
  *                                e.g. "cm_tx_msgs.req",
  *                                "gid_refused.other-vm", "clients_refused"
+ *                             9  domain: the libvirt domain that made the
+ *                                VM, its UUID as 36 characters of text
+ *                                (minor 1; absent: no domain's)
  *
  * Counters go by name, so that one added, removed or renamed costs only
  * its own value. Whatever a reader cannot take over, it drops one VM (or
@@ -52,7 +55,7 @@
 #include "vm-table.h"
 
 #define VM_STATE_MAJOR 1
-#define VM_STATE_MINOR 0
+#define VM_STATE_MINOR 1
 /* The most a reader takes: far more than VM_MAX_GIDS and the rest of
  * 4096 VMs need. */
 #define VM_STATE_MAX_BYTES (64u << 20)

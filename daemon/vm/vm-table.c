@@ -203,6 +203,7 @@ int vm_table_replace(VmTable *t, VmEntry *vm, const VmSpec *spec, const char *so
 	vm->spec.owner = spec->owner;
 	vm->spec.group = spec->group;
 	vm->spec.mode = spec->mode;
+	memcpy(vm->spec.domain, spec->domain, sizeof(vm->spec.domain));
 	g_free(vm->source);
 	vm->source = g_strdup(source);
 	vm_index(t, vm, true);

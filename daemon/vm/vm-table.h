@@ -59,6 +59,10 @@ typedef struct VmEntry {
 	VmSpec spec;
 	char *source;	  /* the vms.d file it came from, or NULL (rdmacm-muxctl) */
 	uint32_t clients; /* connections now (the relay keeps this) */
+	/* Its socket's owner, group or mode changed: the relay's next
+	 * relay_vms_changed() closes its connections that the new ones would
+	 * not let in (vm_spec_admits()), and clears this. */
+	bool recheck_peers;
 	VmCounters counters;
 } VmEntry;
 

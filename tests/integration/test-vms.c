@@ -687,7 +687,7 @@ UNIT_FIXTURE_TEST("/vms/bad-input", NULL, fixture_setup, test_bad_input)
 	ans = ctl_ask(d, "vm add x gid=fe80::1 colour=blue\n");
 	g_assert_cmpstr(ans, ==,
 			"error: argument 2 'colour=blue': unknown key 'colour' (gid, prefix, owner, "
-			"group, mode)\n");
+			"group, mode, domain)\n");
 	g_free(ans);
 	ans = ctl_ask(d, "vm add ../x gid=fe80::1\n");
 	g_assert_nonnull(strstr(ans, "'../x' is not a valid VM name"));
@@ -1068,6 +1068,492 @@ UNIT_FIXTURE_TEST("/vms/libvirt-hook", NULL, fixture_setup, test_libvirt_hook)
 	g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
 	/* A release of what is gone already is no error. */
 	g_assert_cmpint(run_hook(f->fabric, "web-1", "release", "end", xml, &said), ==, 0);
+}
+
+/* ---- the boundary against a careless operator and a hostile neighbour ---- */
+
+/* A connection to @path made by uid @uid (gid @uid), handed back: its
+ * SO_PEERCRED stays @uid's. -1 when the socket refused it. */
+static int connect_as(uid_t uid, const char *path)
+{
+	int sv[2], fd = -1, status;
+	pid_t pid;
+
+	g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+	pid = fork();
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		char byte = 'x';
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		struct cmsghdr *cm;
+		int c;
+
+		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(10);
+		c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+		if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&msg);
+		if (!cm)
+			_exit(13);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &c, sizeof(int));
+		_exit(sendmsg(sv[1], &msg, 0) == 1 ? 0 : 12);
+	}
+	close(sv[1]);
+	g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+	g_assert_true(WIFEXITED(status));
+	g_assert_cmpint(WEXITSTATUS(status), <, 2);
+	if (WEXITSTATUS(status) == 0) {
+		char byte;
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+
+		struct cmsghdr *cm;
+
+		g_assert_cmpint(recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC), ==, 1);
+		cm = CMSG_FIRSTHDR(&msg);
+		if (!cm)
+			g_error("no fd came back");
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	}
+	close(sv[0]);
+	return fd;
+}
+
+/* Whether the daemon closed @fd (EOF within a few seconds). */
+static bool closed_by_daemon(int fd)
+{
+	struct rdmacm_mux_msg m;
+
+	return raw_recv(fd, &m, 5000) == -EPIPE;
+}
+
+/* @d's argv with @opt (a "--name=value" option) set to @opt, replacing any
+ * of the same name. */
+static void daemon_set_opt(Daemon *d, const char *opt)
+{
+	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+	size_t n = strcspn(opt, "=") + 1;
+
+	for (char **a = d->argv; *a; a++)
+		if (strncmp(*a, opt, n) != 0)
+			g_ptr_array_add(argv, g_strdup(*a));
+	g_ptr_array_add(argv, g_strdup(opt));
+	g_ptr_array_add(argv, NULL);
+	g_strfreev(d->argv);
+	d->argv = (char **)g_ptr_array_free(g_steal_pointer(&argv), FALSE);
+}
+
+/* Leak 1: the operator changes a VM's file from owner=65534 mode=0666 to
+ * owner=65532 mode=0600 and restarts (SIGTERM hand-off, or SIGKILL under
+ * the fd store). The socket the store kept must get the new owner and
+ * mode, a stranger must no longer connect, and the old owner's open
+ * connection must be closed rather than go on as the VM. @data: the
+ * signal. */
+static void restart_applies_perms(Fixture *f, gconstpointer data)
+{
+	const int sig = GPOINTER_TO_INT(data);
+	g_autofree char *dir = vms_dir_of(f->fabric);
+	g_autofree char *conf = g_build_filename(dir, "a.conf", NULL);
+	g_autofree char *vms_opt = g_strdup_printf("--vms-dir=%s", dir);
+	g_autofree char *path = vm_socket(f->da, "a");
+	g_autoptr(JsonNode) v = NULL;
+	struct stat before, after;
+	int old_owner;
+
+	if (geteuid() != 0) {
+		g_test_skip("needs root, to become other users");
+		return;
+	}
+	g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(conf, "gid = " GID_A "\nowner = 65534\nmode = 0666\n", -1,
+					  NULL));
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_set_opt(f->da, vms_opt);
+	daemon_restart(f->da);
+	g_assert_cmpint(stat(path, &before), ==, 0);
+	g_assert_cmpuint(before.st_uid, ==, 65534);
+	g_assert_cmpuint(before.st_mode & 0777, ==, 0666);
+	g_assert_true(connects_as_stranger(path));
+	old_owner = connect_as(65534, path);
+	g_assert_cmpint(old_owner, >=, 0);
+	g_assert_cmpint(qemu_reg(old_owner, f->a), ==, 0);
+
+	/* The operator's change, as the man page says: edit, restart. */
+	g_assert_true(g_file_set_contents(conf, "gid = " GID_A "\nowner = 65532\nmode = 0600\n", -1,
+					  NULL));
+	if (sig == SIGKILL)
+		daemon_kill(f->da);
+	else
+		g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_restart(f->da);
+
+	g_assert_cmpint(stat(path, &after), ==, 0);
+	g_test_message("after the restart: %s is uid %u mode %04o (inode %s)", path,
+		       (unsigned)after.st_uid, (unsigned)(after.st_mode & 0777),
+		       after.st_ino == before.st_ino ? "the same" : "a new one");
+	g_assert_cmpuint(after.st_uid, ==, 65532);
+	g_assert_cmpuint(after.st_mode & 0777, ==, 0600);
+	g_assert_false(connects_as_stranger(path));
+	g_assert_true(closed_by_daemon(old_owner));
+	v = vms_json(f->da);
+	g_assert_false(vm_gid_registered(v, "a", GID_A));
+	close(old_owner);
+}
+
+UNIT_FIXTURE_CASE("/vms/restart-applies-perms-sigterm", GINT_TO_POINTER(SIGTERM),
+		  fixture_setup_for_signal, restart_applies_perms, restart_applies_perms_sigterm)
+UNIT_FIXTURE_CASE("/vms/restart-applies-perms-sigkill", GINT_TO_POINTER(SIGKILL),
+		  fixture_setup_for_signal, restart_applies_perms, restart_applies_perms_sigkill)
+
+/* Live: vm set gives the socket another owner; the old owner's connection
+ * is closed (it registered the VM's GID, and would register the new ones).
+ * A change that still lets it in keeps it. */
+UNIT_FIXTURE_TEST("/vms/set-owner-closes", NULL, fixture_setup, test_set_owner_closes)
+{
+	g_autofree char *path = vm_socket(f->da, "a");
+	g_autoptr(JsonNode) v = NULL;
+	int q;
+	(void)data;
+
+	if (geteuid() != 0) {
+		g_test_skip("needs root, to become other users");
+		return;
+	}
+	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "add", "a", "--gid", GID_A, "--owner",
+						       "65534", "--mode", "0600", NULL }));
+	q = connect_as(65534, path);
+	g_assert_cmpint(q, >=, 0);
+	g_assert_cmpint(qemu_reg(q, f->a), ==, 0);
+	/* Wider: it still gets in; kept. */
+	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "set", "a", "--mode", "0660", NULL }));
+	v = vms_json(f->da);
+	g_assert_cmpint(json_object_get_int_member(vm_of(v, "a"), "clients"), ==, 1);
+	g_assert_true(vm_gid_registered(v, "a", GID_A));
+	g_clear_pointer(&v, json_node_unref);
+	/* Another owner: it would not get in; closed, the GID free. */
+	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "set", "a", "--owner", "65532", "--gid",
+						       GID_B, NULL }));
+	g_assert_true(closed_by_daemon(q));
+	v = vms_json(f->da);
+	g_assert_cmpint(json_object_get_int_member(vm_of(v, "a"), "clients"), ==, 0);
+	g_assert_false(vm_gid_registered(v, "a", GID_B));
+	close(q);
+	g_assert_cmpint(connect_as(65534, path), ==, -1);
+	q = connect_as(65532, path);
+	g_assert_cmpint(q, >=, 0);
+	g_assert_cmpint(qemu_reg(q, f->b), ==, 0);
+	close(q);
+}
+
+/* vm add without --owner: a socket of the daemon's user, mode 0600; never
+ * one open to a whole group. */
+UNIT_FIXTURE_TEST("/vms/default-socket", NULL, fixture_setup, test_default_socket)
+{
+	g_autofree char *path = vm_socket(f->da, "a");
+	struct stat st;
+	(void)data;
+
+	vm_add(f->da, "a", GID_A);
+	g_assert_cmpint(stat(path, &st), ==, 0);
+	g_test_message("vm add without --owner: %s is uid %u gid %u mode %04o", path,
+		       (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 0777));
+	g_assert_cmpuint(st.st_uid, ==, geteuid());
+	g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+}
+
+/* A root-only file for a planted symlink to point at. */
+static char *secret_file(const Fabric *fabric)
+{
+	g_autofree char *path = g_build_filename(fabric->dir, "secret", NULL);
+
+	g_assert_true(g_file_set_contents(path, "root only\n", -1, NULL));
+	g_assert_cmpint(chmod(path, 0600), ==, 0);
+	g_assert_cmpint(chown(path, 0, 0), ==, 0);
+	return g_steal_pointer(&path);
+}
+
+static void assert_secret_untouched(const char *secret)
+{
+	struct stat st;
+
+	g_assert_cmpint(stat(secret, &st), ==, 0);
+	g_test_message("%s: uid %u mode %04o", secret, (unsigned)st.st_uid,
+		       (unsigned)(st.st_mode & 0777));
+	g_assert_cmpuint(st.st_uid, ==, 0);
+	g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+}
+
+/* Leak 2: a --vm-dir another uid owns. That uid renames a VM's socket
+ * away, puts a symlink to a root-only file in its place, and waits for
+ * the next "vm set" (which the libvirt hook runs too). The daemon must
+ * refuse the directory at start (exit 2, naming its path, owner and
+ * mode), as it must one anybody may write and one that is a symlink. */
+UNIT_FIXTURE_TEST("/vms/vm-dir-foreign", NULL, fixture_setup, test_vm_dir_foreign)
+{
+	g_autofree char *secret = secret_file(f->fabric);
+	g_autofree char *dir = g_build_filename(f->fabric->dir, "foreign.vm", NULL);
+	g_autofree char *open_dir = g_build_filename(f->fabric->dir, "open.vm", NULL);
+	g_autofree char *link = g_build_filename(f->fabric->dir, "link.vm", NULL);
+	g_autofree char *good = g_build_filename(f->fabric->dir, "good.vm", NULL);
+	const char *const dirs[] = { dir, open_dir, link };
+	(void)data;
+
+	if (geteuid() != 0) {
+		g_test_skip("needs root, to give a directory to another user");
+		return;
+	}
+	g_assert_cmpint(mkdir(dir, 0755), ==, 0);
+	g_assert_cmpint(chown(dir, 65534, 65534), ==, 0);
+	g_assert_cmpint(mkdir(open_dir, 0777), ==, 0);
+	g_assert_cmpint(chmod(open_dir, 0777), ==, 0);
+	g_assert_cmpint(mkdir(good, 0755), ==, 0);
+	g_assert_cmpint(symlink(good, link), ==, 0);
+	daemon_stop(f->da);
+	for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+		g_autofree char *opt = g_strdup_printf("--vm-dir=%s", dirs[i]);
+		g_autofree char *log = NULL;
+		Daemon *d = daemon_launch(f->fabric, "simA", (const char *const[]){ opt, NULL });
+		int status = daemon_wait_exit(d, 10000);
+
+		log = daemon_output(d);
+		if (status == -ETIMEDOUT) {
+			/* It serves: play the attacker (uid 65534 owns the
+			 * first directory) to show what that costs. */
+			g_autofree char *sock = g_build_filename(dirs[i], "a.sock", NULL);
+			g_autofree char *away = g_build_filename(dirs[i], "a.old", NULL);
+			struct stat st;
+
+			g_free(muxctl_ok(d, (const char *const[]){ "vm", "add", "a", "--gid", GID_A,
+								   NULL }));
+			g_assert_cmpint(rename(sock, away), ==, 0);
+			g_assert_cmpint(symlink(secret, sock), ==, 0);
+			g_free(muxctl_ok(d, (const char *const[]){ "vm", "set", "a", "--owner", "65534",
+								   "--mode", "0600", NULL }));
+			g_assert_cmpint(stat(secret, &st), ==, 0);
+			g_error("the daemon serves --vm-dir %s (uid %u); after vm set, the root-only "
+				"%s is uid %u mode %04o",
+				dirs[i], i == 0 ? 65534u : 0u, secret, (unsigned)st.st_uid,
+				(unsigned)(st.st_mode & 0777));
+		}
+		g_test_message("--vm-dir %s: exit %d: %s", dirs[i], status, log);
+		g_assert_cmpint(status, ==, 2);
+		g_assert_nonnull(strstr(log, dirs[i]));
+		if (i == 0)
+			g_assert_nonnull(strstr(log, "owned by uid 65534, mode 0755"));
+		else if (i == 1)
+			g_assert_nonnull(strstr(log, "mode 0777"));
+		else
+			g_assert_nonnull(strstr(log, "symbolic link"));
+		daemon_free(d);
+	}
+	assert_secret_untouched(secret);
+}
+
+/* A symlink or a FIFO where the daemon makes or changes a socket: the VM's
+ * socket at vm add, at vm set (the file swapped after it was made), the
+ * main socket and the control socket at start. Each is refused and left
+ * alone; nothing follows the link. */
+UNIT_FIXTURE_TEST("/vms/planted", NULL, fixture_setup, test_planted)
+{
+	g_autofree char *secret = secret_file(f->fabric);
+	g_autofree char *a = vm_socket(f->da, "a"), *b = vm_socket(f->da, "b");
+	g_autofree char *c = vm_socket(f->da, "c");
+	g_autofree char *out = NULL, *err = NULL;
+	struct stat st;
+	(void)data;
+
+	/* vm add where a symlink and a FIFO wait. */
+	vm_add(f->da, "a", GID_A);
+	g_assert_cmpint(symlink(secret, b), ==, 0);
+	g_assert_cmpint(mkfifo(c, 0600), ==, 0);
+	g_assert_cmpint(muxctl(f->da, (const char *const[]){ "vm", "add", "b", "--gid", GID_B,
+							     "--owner", "65534", NULL },
+			       &out, &err),
+			==, 1);
+	g_test_message("vm add over a symlink: %s", err);
+	g_assert_nonnull(strstr(err, "not a socket"));
+	g_clear_pointer(&err, g_free);
+	g_clear_pointer(&out, g_free);
+	g_assert_cmpint(muxctl(f->da, (const char *const[]){ "vm", "add", "c", "--gid", GID_C,
+							     "--owner", "65534", NULL },
+			       &out, &err),
+			==, 1);
+	g_assert_nonnull(strstr(err, "not a socket"));
+	g_clear_pointer(&err, g_free);
+	g_clear_pointer(&out, g_free);
+	g_assert_cmpint(lstat(c, &st), ==, 0);
+	g_assert_true(S_ISFIFO(st.st_mode));
+
+	/* vm set after A's socket became a symlink. */
+	g_assert_cmpint(unlink(a), ==, 0);
+	g_assert_cmpint(symlink(secret, a), ==, 0);
+	g_assert_cmpint(muxctl(f->da, (const char *const[]){ "vm", "set", "a", "--owner", "65534",
+							     "--mode", "0666", NULL },
+			       &out, &err),
+			==, 1);
+	g_test_message("vm set over a symlink: %s", err);
+	g_assert_nonnull(strstr(err, "symbolic link"));
+	assert_secret_untouched(secret);
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+
+	/* The main socket at start (fatal: exit), and the control socket (the
+	 * daemon runs without it). */
+	for (int i = 0; i < 4; i++) {
+		g_autofree char *sock = g_build_filename(f->fabric->dir, "planted", NULL);
+		g_autofree char *opt = g_strdup_printf("--socket=%s", sock);
+		g_autofree char *ctl = g_strdup_printf("%s.ctl", sock);
+		const char *at = i < 2 ? sock : ctl;
+		Daemon *d;
+		int status;
+
+		(void)unlink(sock);
+		(void)unlink(ctl);
+		if (i % 2 == 0)
+			g_assert_cmpint(symlink(secret, at), ==, 0);
+		else
+			g_assert_cmpint(mkfifo(at, 0600), ==, 0);
+		d = daemon_launch(f->fabric, "simA",
+				  (const char *const[]){ opt, "--group", "65534", NULL });
+		status = daemon_wait_exit(d, i < 2 ? 10000 : 0);
+		if (status == -ETIMEDOUT && i < 2)
+			g_error("the daemon serves with a %s at %s", i % 2 ? "FIFO" : "symlink", at);
+		if (i >= 2) {
+			g_autofree char *serving = g_strdup_printf("on %s\n", sock);
+
+			/* The log file is the CA's: one line per daemon so far. */
+			daemon_wait_output(d, serving, (unsigned)i - 1);
+			g_assert_cmpuint(daemon_output_count(d, "is not a socket"), >=, 1);
+			g_assert_cmpint(daemon_stop(d), ==, 0);
+		}
+		g_assert_cmpint(lstat(at, &st), ==, 0);
+		g_assert_true(i % 2 ? S_ISFIFO(st.st_mode) : S_ISLNK(st.st_mode));
+		daemon_free(d);
+	}
+	assert_secret_untouched(secret);
+}
+
+/* Leak 3: a VM's file is deleted and --vm-dir moves across a restart. The
+ * connection the store kept came in on the VM's socket: it must be closed,
+ * not taken for a client of the shared socket with the GIDs it had. */
+UNIT_FIXTURE_TEST("/vms/removed-vm-connection", supervised_opts, fixture_setup,
+		  test_removed_vm_connection)
+{
+	g_autofree char *dir = vms_dir_of(f->fabric);
+	g_autofree char *conf = g_build_filename(dir, "a.conf", NULL);
+	g_autofree char *vms_opt = g_strdup_printf("--vms-dir=%s", dir);
+	g_autofree char *moved = g_build_filename(f->fabric->dir, "moved.vm", NULL);
+	g_autofree char *moved_opt = g_strdup_printf("--vm-dir=%s", moved);
+	g_autoptr(JsonNode) v = NULL;
+	JsonArray *shared_gids;
+	int q;
+	(void)data;
+
+	g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(conf, "gid = " GID_A "\n", -1, NULL));
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	daemon_set_opt(f->da, vms_opt);
+	daemon_restart(f->da);
+	q = qemu_vm_up(f, "a", f->a);
+
+	g_assert_cmpint(daemon_stop(f->da), ==, 0);
+	g_assert_cmpint(unlink(conf), ==, 0);
+	daemon_set_opt(f->da, moved_opt);
+	daemon_restart(f->da);
+
+	v = vms_json(f->da);
+	shared_gids = json_object_get_array_member(vm_of(v, ""), "gids");
+	g_test_message("after the restart: the shared socket's clients hold %u GIDs",
+		       json_array_get_length(shared_gids));
+	g_assert_cmpint(json_array_get_length(shared_gids), ==, 0);
+	g_assert_true(closed_by_daemon(q));
+	close(q);
+	/* Anyone on the shared socket may have GID_A now: it is nobody's. */
+	q = raw_connect(f->da);
+	g_assert_cmpint(qemu_reg(q, f->a), ==, 0);
+	close(q);
+}
+
+/* Leak 5: prefixes of any width. fe80::/10 holds the port's own GID 0,
+ * ::/8 every IPv4-mapped RoCE GID; a prefix that takes in an address the
+ * port has now is someone's. Each refusal names the prefix or the GID. */
+UNIT_FIXTURE_TEST("/vms/wide-prefix", NULL, fixture_setup, test_wide_prefix)
+{
+	static const char *const fe80_10[] = { "vm", "add", "x", "--prefix", "fe80::/10", NULL };
+	static const char *const all_8[] = { "vm", "add", "x", "--prefix", "::/8", NULL };
+	static const char *const gid0_exact[] = { "vm", "add", "x", "--gid", "fe80::a", NULL };
+	static const char *const fe80_64[] = { "vm", "add", "x", "--prefix", "fe80::/64", NULL };
+	static const char *const v4_120[] = { "vm", "add", "x", "--prefix", "::ffff:10.0.1.0/120",
+					      NULL };
+	static const struct {
+		const char *const *args;
+		const char *says;
+	} cases[] = {
+		{ fe80_10, "prefix fe80::/10 is wider than /64" },
+		{ all_8, "prefix ::/8 is wider than /64" },
+		{ gid0_exact, "GID fe80::a is the port's GID 0" },
+		{ fe80_64, "GID fe80::a is the port's GID 0" },
+		{ v4_120, "takes in GID ::ffff:10.0.1.1, which the port has" },
+	};
+	g_autoptr(JsonNode) v = NULL;
+	uint8_t gid0[IB_GID_LEN];
+	(void)data;
+
+	gid_parse("fe80::a", gid0);
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autofree char *out = NULL, *err = NULL;
+		int rc = muxctl(f->da, cases[i].args, &out, &err);
+
+		g_test_message("%s %s: exit %d: %s%s", cases[i].args[3], cases[i].args[4], rc, out,
+			       err);
+		if (rc == 0) {
+			/* Accepted: what its QEMU gets from it. */
+			int q = qemu_connect_vm(f->da, "x");
+
+			g_error("vm add x %s %s was accepted; its QEMU registers fe80::a, the "
+				"port's GID 0: err_code %d",
+				cases[i].args[3], cases[i].args[4], qemu_reg(q, gid0));
+		}
+		g_assert_cmpint(rc, ==, 1);
+		g_assert_nonnull(strstr(err, cases[i].says));
+	}
+	v = vms_json(f->da);
+	g_assert_null(vm_of(v, "x"));
+}
+
+/* --allow-wide-prefix lets a VM have a /48, never the port's GID 0. */
+static const char *const wide_opts[] = { "--allow-wide-prefix", NULL };
+
+UNIT_FIXTURE_TEST("/vms/allow-wide-prefix", wide_opts, fixture_setup, test_allow_wide_prefix)
+{
+	g_autofree char *out = NULL, *err = NULL;
+	(void)data;
+
+	g_free(muxctl_ok(f->da, (const char *const[]){ "vm", "add", "x", "--prefix", "2001:db8::/48",
+						       NULL }));
+	g_assert_cmpint(muxctl(f->da, (const char *const[]){ "vm", "add", "y", "--prefix",
+							     "fe80::/10", NULL },
+			       &out, &err),
+			==, 1);
+	g_assert_nonnull(strstr(err, "GID fe80::a is the port's GID 0"));
 }
 
 UNIT_TEST_MAIN()
