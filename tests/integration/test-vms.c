@@ -968,6 +968,7 @@ static int run_hook(const Fabric *fabric, const char *domain, const char *op, co
 	g_autofree char *hook = g_build_filename(harness_env_bin("LIBVIRT_EXAMPLES"), "qemu-hook",
 						 NULL);
 	g_autofree char *prefix = g_build_filename(fabric->dir, "mux", NULL);
+	g_autofree char *aa_dir = g_build_filename(fabric->dir, "apparmor", NULL);
 	g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(
 		G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_SILENCE |
 		G_SUBPROCESS_FLAGS_STDERR_PIPE);
@@ -978,6 +979,7 @@ static int run_hook(const Fabric *fabric, const char *domain, const char *op, co
 	g_subprocess_launcher_setenv(l, "RDMACM_MUXCTL", harness_env_bin("RDMACM_MUXCTL_BIN"), TRUE);
 	g_subprocess_launcher_setenv(l, "RDMACM_MUX_PREFIX", prefix, TRUE);
 	g_subprocess_launcher_setenv(l, "RDMACM_MUX_QEMU_USER", "nobody", TRUE);
+	g_subprocess_launcher_setenv(l, "RDMACM_MUX_APPARMOR_DIR", aa_dir, TRUE);
 	p = g_subprocess_launcher_spawn(l, &err, hook, domain, op, sub, "-", NULL);
 	g_assert_no_error(err);
 	g_assert_true(g_subprocess_communicate_utf8(p, xml, NULL, &out, err_out, &err));
@@ -1554,6 +1556,107 @@ UNIT_FIXTURE_TEST("/vms/allow-wide-prefix", wide_opts, fixture_setup, test_allow
 			       &out, &err),
 			==, 1);
 	g_assert_nonnull(strstr(err, "GID fe80::a is the port's GID 0"));
+}
+
+/* @text with every @from replaced by @to. */
+static char *replace_all(const char *text, const char *from, const char *to)
+{
+	g_auto(GStrv) parts = g_strsplit(text, from, -1);
+
+	return g_strjoinv(to, parts);
+}
+
+#define WEB1_UUID "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01" /* examples/libvirt/domain.xml's */
+#define EVIL_UUID "5f0c1e2d-3a4b-4c5d-8e6f-708192a3b4c5"
+
+/* A domain profile as libvirt's virt-aa-helper makes it from TEMPLATE.qemu. */
+static char *domain_profile(const Fabric *fabric, const char *uuid)
+{
+	g_autofree char *dir = g_build_filename(fabric->dir, "apparmor", NULL);
+	g_autofree char *path = NULL;
+	g_autofree char *text = g_strdup_printf(
+		"#\n# This profile is for the domain whose UUID matches this file.\n#\n\n"
+		"#include <tunables/global>\n\nprofile libvirt-%s flags=(attach_disconnected) {\n"
+		"  #include <abstractions/libvirt-qemu>\n  #include <libvirt/libvirt-%s.files>\n}\n",
+		uuid, uuid);
+
+	g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+	path = g_strdup_printf("%s/libvirt-%s", dir, uuid);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+	return g_steal_pointer(&path);
+}
+
+/* Leak 4: a second domain whose metadata names <rdmacm:vm name="web-1">.
+ * Its prepare must fail and name the domain that made web-1 (not fall
+ * back to vm set, which took web-1's GIDs away from its running QEMU); its
+ * release must leave web-1 alone (it ran vm del web-1). Each domain's
+ * AppArmor profile gets a rule for its own VM's socket, and only that. */
+UNIT_FIXTURE_TEST("/vms/libvirt-hook-two-domains", NULL, fixture_setup, test_hook_two_domains)
+{
+	g_autofree char *xml = example_domain(f->da);
+	g_autofree char *path = chardev_path(xml);
+	g_autofree char *evil1 = replace_all(xml, "<name>web-1</name>", "<name>evil</name>");
+	g_autofree char *evil2 = replace_all(evil1, WEB1_UUID, EVIL_UUID);
+	g_autofree char *evil3 = replace_all(evil2, "device=\"simA\"", "name=\"web-1\" device=\"simA\"");
+	g_autofree char *evil = replace_all(evil3, "::ffff:10.0.1.5", "::ffff:10.0.1.6");
+	g_autofree char *web_profile = domain_profile(f->fabric, WEB1_UUID);
+	g_autofree char *evil_profile = domain_profile(f->fabric, EVIL_UUID);
+	g_autofree char *said = NULL, *text = NULL, *rule = NULL;
+	g_autoptr(JsonNode) v = NULL;
+	uint8_t own[IB_GID_LEN];
+	int q, rc;
+	(void)data;
+
+	g_assert_nonnull(strstr(evil, "name=\"web-1\""));
+	if (run_hook(f->fabric, "web-1", "prepare", "begin", xml, &said) != 0)
+		g_error("the hook failed at prepare: %s", said);
+	g_clear_pointer(&said, g_free);
+	q = qemu_connect(path);
+	gid_parse("::ffff:10.0.1.5", own);
+	g_assert_cmpint(qemu_reg(q, own), ==, 0);
+
+	/* The other domain: refused, naming web-1's domain. */
+	rc = run_hook(f->fabric, "evil", "prepare", "begin", evil, &said);
+	g_test_message("hook prepare of domain evil naming web-1: exit %d: %s", rc, said);
+	g_assert_cmpint(rc, ==, 1);
+	g_assert_nonnull(strstr(said, WEB1_UUID));
+	g_assert_nonnull(strstr(said, "web-1"));
+	g_clear_pointer(&said, g_free);
+	v = vms_json(f->da);
+	g_assert_true(vm_gid_registered(v, "web-1", "::ffff:10.0.1.5"));
+	g_assert_cmpstr(json_object_get_string_member(vm_of(v, "web-1"), "domain"), ==, WEB1_UUID);
+	g_clear_pointer(&v, json_node_unref);
+
+	/* Its release leaves web-1 and its QEMU alone. */
+	rc = run_hook(f->fabric, "evil", "release", "end", evil, &said);
+	g_test_message("hook release of domain evil: exit %d: %s", rc, said);
+	g_assert_cmpint(rc, ==, 0);
+	g_clear_pointer(&said, g_free);
+	v = vms_json(f->da);
+	g_assert_nonnull(vm_of(v, "web-1"));
+	g_assert_true(vm_gid_registered(v, "web-1", "::ffff:10.0.1.5"));
+	g_assert_cmpint(json_object_get_int_member(vm_of(v, "web-1"), "clients"), ==, 1);
+	g_clear_pointer(&v, json_node_unref);
+
+	/* AppArmor: web-1's profile names its socket; evil's nothing. */
+	rule = g_strdup_printf("  \"%s\" rw,\n", path);
+	g_assert_true(g_file_get_contents(web_profile, &text, NULL, NULL));
+	g_test_message("%s:\n%s", web_profile, text);
+	g_assert_nonnull(strstr(text, rule));
+	g_assert_true(g_str_has_suffix(text, "}\n"));
+	g_clear_pointer(&text, g_free);
+	g_assert_true(g_file_get_contents(evil_profile, &text, NULL, NULL));
+	g_assert_null(strstr(text, ".sock"));
+	g_clear_pointer(&text, g_free);
+
+	/* web-1's own release: the VM, its QEMU's connection and the rule go. */
+	if (run_hook(f->fabric, "web-1", "release", "end", xml, &said) != 0)
+		g_error("the hook failed at release: %s", said);
+	g_assert_true(closed_by_daemon(q));
+	close(q);
+	g_assert_true(g_file_get_contents(web_profile, &text, NULL, NULL));
+	g_assert_null(strstr(text, ".sock"));
+	g_assert_null(strstr(text, "rdmacm-mux hook"));
 }
 
 UNIT_TEST_MAIN()
