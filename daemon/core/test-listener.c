@@ -268,6 +268,60 @@ static void test_activation_names(Dir *d, gconstpointer data)
 	g_assert_cmpint(activated(d->path, 1, "main", 0), ==, 1);
 }
 
+/* listener_set_perms() acts on the socket file itself: a symlink or a FIFO
+ * put where the socket was is refused and left as it was, and so is what a
+ * symlink points at; a socket gets the mode (and, as root, the owner). */
+static void test_set_perms(Dir *d, gconstpointer data)
+{
+	g_autofree char *sock = g_build_filename(d->path, "s", NULL);
+	g_autofree char *target = g_build_filename(d->path, "target", NULL);
+	g_autofree char *link = g_build_filename(d->path, "link", NULL);
+	g_autofree char *fifo = g_build_filename(d->path, "fifo", NULL);
+	ListenerPerms perms = { .mode = 0606, .uid = (uid_t)-1, .gid = (gid_t)-1, .group = "-" };
+	g_autofree char *why = NULL;
+	struct stat st;
+	int fd = listen_at(sock);
+
+	(void)data;
+	g_assert_true(g_file_set_contents(target, "x", 1, NULL));
+	g_assert_cmpint(chmod(target, 0600), ==, 0);
+	g_assert_cmpint(symlink(target, link), ==, 0);
+	g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+
+	g_assert_cmpint(listener_set_perms(link, &perms, &why), ==, -EEXIST);
+	g_assert_nonnull(strstr(why, "a symbolic link"));
+	g_clear_pointer(&why, g_free);
+	g_assert_cmpint(listener_set_perms(fifo, &perms, &why), ==, -EEXIST);
+	g_assert_nonnull(strstr(why, "a FIFO"));
+	g_clear_pointer(&why, g_free);
+	g_assert_cmpint(stat(target, &st), ==, 0);
+	g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+	g_assert_cmpint(lstat(fifo, &st), ==, 0);
+	g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+
+	g_assert_cmpint(listener_set_perms(sock, &perms, &why), ==, 0);
+	g_assert_cmpint(stat(sock, &st), ==, 0);
+	g_assert_cmpuint(st.st_mode & 0777, ==, 0606);
+	if (geteuid() == 0) {
+		perms.uid = 65534;
+		perms.gid = 65533;
+		perms.mode = 0660;
+		g_assert_cmpint(listener_set_perms(sock, &perms, &why), ==, 0);
+		g_assert_cmpint(stat(sock, &st), ==, 0);
+		g_assert_cmpuint(st.st_uid, ==, 65534);
+		g_assert_cmpuint(st.st_gid, ==, 65533);
+		g_assert_cmpuint(st.st_mode & 0777, ==, 0660);
+		/* Back to the daemon's, from another user's file (no CAP_FOWNER
+		 * needed: the owner comes back first). */
+		perms = (ListenerPerms){ .mode = 0600, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+		g_assert_cmpint(listener_set_perms(sock, &perms, &why), ==, 0);
+		g_assert_cmpint(stat(sock, &st), ==, 0);
+		g_assert_cmpuint(st.st_uid, ==, 0);
+		g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+	}
+	close(fd);
+}
+
 UNIT_TEST("/listener/allows", test_allows)
 {
 	g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -432,6 +486,7 @@ int main(int argc, char **argv)
 	log_setup(LOG_CRIT, true);
 	g_test_add("/listener/stale-socket", Dir, NULL, dir_setup, test_stale_socket, dir_teardown);
 	g_test_add("/listener/bind", Dir, NULL, dir_setup, test_bind, dir_teardown);
+	g_test_add("/listener/set-perms", Dir, NULL, dir_setup, test_set_perms, dir_teardown);
 	g_test_add("/listener/activation-names", Dir, NULL, dir_setup, test_activation_names,
 		   dir_teardown);
 	g_test_add("/listener/emfile-pauses", Dir, NULL, dir_setup, test_emfile_pauses,

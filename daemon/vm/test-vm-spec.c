@@ -272,4 +272,66 @@ UNIT_TEST("/vm-spec/prefix", test_prefix)
 	g_assert_false(vm_prefix_contains(&a, g));
 }
 
+/* domain=: only as an argument, one UUID, lower-cased; a file has none. */
+UNIT_TEST("/vm-spec/domain", test_domain)
+{
+	static const char *const bad[] = { "domain=9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e0",
+					   "domain=9b5d6cf88e9a-4b8e-9d3e-3f6c2b1a7e011",
+					   "domain=../../etc/passwd", "domain=" };
+	g_autoptr(GString) err = g_string_new(NULL);
+	unsigned given = 0;
+	VmSpec s;
+
+	g_assert_cmpint(vm_spec_parse_args("a",
+					   (const char *const[]){
+						   "gid=fe80::1",
+						   "domain=9B5D6CF8-8e9a-4b8e-9d3e-3f6c2b1a7e01" },
+					   2, &s, &given, err),
+			==, 0);
+	g_assert_cmpstr(s.domain, ==, "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01");
+	g_assert_cmpuint(given, ==, VM_SPEC_HAS_GIDS | VM_SPEC_HAS_DOMAIN);
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+		g_string_truncate(err, 0);
+		g_assert_cmpint(vm_spec_parse_args("a", (const char *const[]){ "gid=fe80::1", bad[i] },
+						   2, &s, &given, err),
+				==, -EINVAL);
+		g_assert_nonnull(strstr(err->str, "argument 2"));
+	}
+	g_string_truncate(err, 0);
+	g_assert_cmpint(vm_spec_parse_args("a",
+					   (const char *const[]){
+						   "domain=9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01",
+						   "domain=9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01" },
+					   2, &s, &given, err),
+			==, -EINVAL);
+	g_assert_nonnull(strstr(err->str, "given twice"));
+	conf("a", "gid = fe80::1\ndomain = 9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01\n", &s,
+	     "line 2: 'domain' is for rdmacm-muxctl vm add");
+}
+
+/* Who a socket made for a spec lets in, as the kernel's check on the file
+ * decides it: the first class the peer is in, root always. */
+UNIT_TEST("/vm-spec/admits", test_admits)
+{
+	VmSpec s;
+
+	vm_spec_init(&s, "a");
+	/* Nothing named: the daemon's (uid 0 here, gid 0), mode 0600. */
+	g_assert_true(vm_spec_admits(&s, 0, 0, 0, 0));
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65534, 0)); /* its group: 0600 */
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65534, 65534));
+	s.owner = 65534;
+	g_assert_true(vm_spec_admits(&s, 0, 0, 65534, 100));
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65532, 100));
+	g_assert_true(vm_spec_admits(&s, 0, 0, 0, 0)); /* root: always */
+	s.mode = 0460; /* the owner may not, its group may */
+	s.group = 100;
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65534, 100));
+	g_assert_true(vm_spec_admits(&s, 0, 0, 65532, 100));
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65532, 101));
+	s.mode = 0602;
+	g_assert_true(vm_spec_admits(&s, 0, 0, 65532, 101));
+	g_assert_false(vm_spec_admits(&s, 0, 0, 65532, 100)); /* the group class says no */
+}
+
 UNIT_TEST_MAIN()

@@ -32,7 +32,10 @@ static VmTable *sample_table(void)
 						"prefix=2001:db8:1::/64", "owner=64055", "group=104",
 						"mode=0600", NULL },
 			 "/etc/rdmacm-mux/vms.d/web-1.conf");
-	VmEntry *b = add(t, "db", (const char *const[]){ "gid=fe80::2", NULL }, NULL);
+	VmEntry *b = add(t, "db",
+			 (const char *const[]){ "gid=fe80::2",
+						"domain=9B5D6CF8-8E9A-4B8E-9D3E-3F6C2B1A7E01", NULL },
+			 NULL);
 
 	a->counters.cm[VM_CM_TX_MSGS][CM_IDX_REQ] = 12;
 	a->counters.cm[VM_CM_RX_DUPLICATES][CM_IDX_DREQ] = 3;
@@ -71,6 +74,9 @@ UNIT_TEST("/vm-state/round-trip", test_round_trip)
 	g_assert_null(db->source);
 	g_assert_cmpuint(db->counters.clients_refused, ==, 7);
 	g_assert_cmpuint(db->spec.owner, ==, VM_ID_NONE);
+	/* The domain that made it comes through (field 9), in lower case. */
+	g_assert_cmpstr(db->spec.domain, ==, "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01");
+	g_assert_cmpstr(web->spec.domain, ==, "");
 	g_assert_cmpstr(web->spec.name, ==, "web-1");
 	g_assert_cmpstr(web->source, ==, "/etc/rdmacm-mux/vms.d/web-1.conf");
 	g_assert_cmpmem(&web->spec, sizeof(web->spec), &vm_table_find(t, "web-1")->spec,
@@ -193,6 +199,52 @@ UNIT_TEST("/vm-state/newer-writer", test_newer_writer)
 	g_assert_cmpuint(g_array_index(s->vms, VmStateVm, 0).counters.cm[VM_CM_TX_MSGS][CM_IDX_REQ],
 			 ==, 5);
 	g_assert_cmpstr(s->writer, ==, "9.9.9-future");
+}
+
+/* A domain that is not one UUID drops its VM (kept, it would be a VM no
+ * domain's hook could claim, or one a mangled owner could); a state of
+ * minor 0, written before domains, reads with none. */
+UNIT_TEST("/vm-state/domain", test_domain)
+{
+	static const char *const bad[] = { "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e0",
+					   "9b5d6cf8x8e9a-4b8e-9d3e-3f6c2b1a7e01",
+					   "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e0g", "" };
+	const char *good = "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01";
+
+	for (size_t i = 0; i <= G_N_ELEMENTS(bad); i++) {
+		g_autoptr(GByteArray) recs = g_byte_array_new();
+		g_autoptr(GByteArray) p = g_byte_array_new();
+		g_autoptr(GByteArray) state = NULL;
+		g_autoptr(VmState) s = NULL;
+
+		vm_fields(p, "a", "fe80::1");
+		if (i < G_N_ELEMENTS(bad)) {
+			field(p, 9, bad[i], strlen(bad[i]));
+		} else {
+			/* Two domains: no one owner either. */
+			field(p, 9, good, strlen(good));
+			field(p, 9, good, strlen(good));
+		}
+		record(recs, 1, p);
+		state = state_of(recs, 1, 1);
+		s = read_ok(state->data, state->len);
+		g_assert_cmpuint(s->vms->len, ==, 0);
+		g_assert_cmpuint(s->dropped->len, ==, 1);
+		g_assert_nonnull(strstr(g_ptr_array_index(s->dropped, 0), "domain"));
+	}
+	{
+		g_autoptr(GByteArray) recs = g_byte_array_new();
+		g_autoptr(GByteArray) p = g_byte_array_new();
+		g_autoptr(GByteArray) state = NULL;
+		g_autoptr(VmState) s = NULL;
+
+		vm_fields(p, "a", "fe80::1");
+		record(recs, 1, p);
+		state = state_of(recs, 1, 0);
+		s = read_ok(state->data, state->len);
+		g_assert_cmpuint(s->vms->len, ==, 1);
+		g_assert_cmpstr(g_array_index(s->vms, VmStateVm, 0).spec.domain, ==, "");
+	}
 }
 
 UNIT_TEST("/vm-state/item-by-item", test_item_by_item)
