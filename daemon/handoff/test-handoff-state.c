@@ -99,7 +99,7 @@ static HandoffClientSlot *slot_must(HandoffState *s, uint32_t id)
 	return slot;
 }
 
-/* The VMs the manifest's "vm NAME gids G,..." lines list are exactly the
+/* The VMs the manifest's "vm NAME gids G,... [domain UUID]" lines list are exactly the
  * ones in the state's VMS section; a manifest without them (0.1.0's, or
  * written before VMs were kept) has no such section. */
 static void check_golden_vms(int state_fd, char **lines)
@@ -120,7 +120,7 @@ static void check_golden_vms(int state_fd, char **lines)
 		g_auto(GStrv) gids = NULL;
 		const VmStateVm *vm = NULL;
 
-		if (g_strv_length(w) != 4 || strcmp(w[0], "vm") != 0)
+		if ((g_strv_length(w) != 4 && g_strv_length(w) != 6) || strcmp(w[0], "vm") != 0)
 			continue;
 		if (!vs) {
 			if (peeked != 0)
@@ -140,6 +140,13 @@ static void check_golden_vms(int state_fd, char **lines)
 			g_error("VM %s is not in the state", w[1]);
 		gids = g_strsplit(w[3], ",", -1);
 		g_assert_cmpuint(vm->spec.n_gids, ==, g_strv_length(gids));
+		/* "domain UUID": the libvirt domain that made it (field 9). */
+		if (g_strv_length(w) == 6) {
+			g_assert_cmpstr(w[4], ==, "domain");
+			g_assert_cmpstr(vm->spec.domain, ==, w[5]);
+		} else {
+			g_assert_cmpstr(vm->spec.domain, ==, "");
+		}
 		for (guint k = 0; gids[k]; k++) {
 			uint8_t gid[16];
 

@@ -21,7 +21,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -29,6 +31,10 @@
 
 #define N_Q 3 /* half-open, established, closing */
 #define GOLDEN_VM_GID "::ffff:10.0.1.5" /* the one GID of the golden files' VM */
+/* From head on, a second VM, as the libvirt hook adds it: with the domain
+ * that made it (the VMs' state field 9). */
+#define GOLDEN_HOOKED_GID "::ffff:10.0.1.6"
+#define GOLDEN_HOOKED_DOMAIN "9b5d6cf8-8e9a-4b8e-9d3e-3f6c2b1a7e01"
 
 typedef struct Fixture {
 	QemuPairs p; /* A's raw QEMU clients q[i], their peers b[i] on B */
@@ -349,6 +355,27 @@ static void gid_text(const uint8_t gid[IB_GID_LEN], char buf[64])
 	g_assert_nonnull(inet_ntop(AF_INET6, gid, buf, 64));
 }
 
+/* @line on @d's control socket; its answer must start with @want. */
+static void control_say(const Daemon *d, const char *line, const char *want)
+{
+	g_autofree char *path = g_strdup_printf("%s.ctl", d->socket);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	g_autoptr(GString) out = g_string_new(NULL);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char buf[1024];
+	ssize_t n;
+
+	g_assert_cmpint(fd, >=, 0);
+	g_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	g_assert_cmpint(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+	g_assert_cmpint(send(fd, line, strlen(line), MSG_NOSIGNAL), ==, (ssize_t)strlen(line));
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		g_string_append_len(out, buf, n);
+	close(fd);
+	if (!g_str_has_prefix(out->str, want))
+		g_error("'%s' answered '%s'", line, out->str);
+}
+
 /*
  * Run @kind's daemon with small limits, give it clients, GIDs and
  * sessions in several states, and write its memfds and a manifest of what
@@ -359,6 +386,8 @@ static int write_golden(const char *dir, const char *kind)
 {
 	/* Versions that keep VMs (all but 0.1.0) write one, from a vms.d file. */
 	const bool vms = strcmp(kind, "0.1.0") != 0;
+	/* This tree's daemon keeps the domain that made a VM. */
+	const bool domains = strcmp(kind, "head") == 0;
 	g_autofree char *vms_dir = g_build_filename(dir, "vms.d", NULL);
 	g_autofree char *vms_conf = g_build_filename(vms_dir, "golden.conf", NULL);
 	g_autofree char *vms_opt = g_strdup_printf("--vms-dir=%s", vms_dir);
@@ -379,6 +408,10 @@ static int write_golden(const char *dir, const char *kind)
 	g_mkdir_with_parents(vms_dir, 0755);
 	g_assert_true(g_file_set_contents(vms_conf, "gid = " GOLDEN_VM_GID "\n", -1, NULL));
 	fixture_start(f, kind, extra);
+	if (domains)
+		control_say(f->p.da,
+			    "vm add hooked gid=" GOLDEN_HOOKED_GID " domain=" GOLDEN_HOOKED_DOMAIN "\n",
+			    "VM hooked added");
 	/* Client 1 also holds a second GID. */
 	gid_parse("::ffff:10.0.1.9", second);
 	raw_frame(&m, RDMACM_MUX_OP_CODE_REG, second);
@@ -421,6 +454,9 @@ static int write_golden(const char *dir, const char *kind)
 			     "counter clients_accepted 4\n");
 	if (vms)
 		g_string_append(man, "vm golden gids " GOLDEN_VM_GID "\n");
+	if (domains)
+		g_string_append(man, "vm hooked gids " GOLDEN_HOOKED_GID " domain " GOLDEN_HOOKED_DOMAIN
+				     "\n");
 	write_file(dir, "state", supervisor_stored_fd(f->p.sup, "state"), &size);
 	g_string_append_printf(man, "size state %zu\n", size);
 	write_file(dir, "sessions", supervisor_stored_fd(f->p.sup, "sessions"), &size);
