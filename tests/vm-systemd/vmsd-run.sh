@@ -298,7 +298,7 @@ vmsd_python() {
 	mkdir -p "$ov/usr/bin"
 	cp -a "$exe" "$ov$exe"
 	ln -sf "$(basename "$exe")" "$ov/usr/bin/python3"
-	/usr/bin/python3 -c 'import sys, os, re, shutil, subprocess, xml.etree.ElementTree
+	/usr/bin/python3 -c 'import sys, os, re, shutil, socket, errno, subprocess, xml.etree.ElementTree
 for m in list(sys.modules.values()):
     f = getattr(m, "__file__", None)
     if f and f.startswith("/usr/lib/python3"):
@@ -404,6 +404,14 @@ if [[ $mode == boot-order ]]; then
 	ln -s ../vmsd-links.service "$sd/sysinit.target.wants/vmsd-links.service"
 fi
 [[ $mode != vms ]] || vmsd_python
+# AppArmor's parser for the confined QEMUs of mode vms: the host's (Debian
+# 12's, libc alone), not in the shared rootfs.
+if [[ $mode == vms ]]; then
+	aa_parser=$(command -v apparmor_parser || echo /sbin/apparmor_parser)
+	[[ -x $aa_parser ]] || skip "mode vms needs the host's apparmor_parser (scripts/setup.sh installs apparmor)"
+	mkdir -p "$ov/usr/sbin"
+	cp -L "$aa_parser" "$ov/usr/sbin/apparmor_parser"
+fi
 vm_cpio "$ov" "$work/overlay.cpio.gz"
 cat "$base_cpio" "$work/overlay.cpio.gz" >"$work/initrd"
 t_pack=$SECONDS

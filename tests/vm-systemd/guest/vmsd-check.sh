@@ -735,6 +735,128 @@ vm_registered() {
 }
 inode() { stat -L -c %i "$1"; }
 
+# --- two confined QEMUs (AppArmor) --------------------------------------------
+
+# A stand-in for QEMU's connect() (or, with "read", an open): "connected"
+# (or "read"), or the errno's name.
+PROBE='import errno, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    if sys.argv[1] == "read":
+        open(sys.argv[2]).read()
+        print("read")
+    else:
+        s.connect(sys.argv[2])
+        print("connected")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))'
+
+# aa_profile UUID: a domain's profile as libvirt's virt-aa-helper makes it
+# from TEMPLATE.qemu, with what the QEMU stand-in needs in place of the
+# libvirt-qemu abstraction: its program and libraries, and nothing of
+# /run, so that only a rule the hook writes lets it reach a socket there.
+aa_profile() {
+	printf '%s\n' "profile libvirt-$1 flags=(attach_disconnected) {" \
+		'  /usr/** rmix,' '  /lib{,64,x86_64-linux-gnu}/** rmix,' '  /etc/ld.so.cache r,' \
+		'  /dev/** rw,' '  /proc/** r,' '  /sys/** r,' '  network unix stream,' \
+		'  capability setuid,' '  capability setgid,' '}'
+}
+
+# confined UUID UID WHAT PATH: the probe as uid UID in domain UUID's
+# profile, as libvirt's AppArmor driver starts QEMU (aa_change_onexec).
+confined() {
+	sh -c '{ printf "exec %s" "$0" >/proc/self/attr/apparmor/exec ||
+		 printf "exec %s" "$0" >/proc/self/attr/exec; } &&
+	       exec setpriv --reuid="$1" --regid="$1" --clear-groups python3 -S -c "$2" "$3" "$4"' \
+		"libvirt-$1" "$2" "$PROBE" "$3" "$4" 2>&1
+}
+
+# Two domains, aa-1 (rxe0's daemon) and aa-2 (rxe1's), started as libvirt
+# starts them: hook prepare, the profile libvirt makes, hook start, the
+# profile loaded; then each one's QEMU stand-in, confined in its own
+# profile, connects to its own socket and to the other's: first with
+# libvirt's default (one user for every QEMU), then with a DAC user each.
+confined_qemus() {
+	local t=/tmp/vms/aa u u1=11111111-2222-4333-8444-555555555501 u2=11111111-2222-4333-8444-555555555502
+	local d p1 p2 own other enabled rc
+	export RDMACM_MUX_APPARMOR_DIR=$t
+	mkdir -p $t
+	enabled=$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)
+	check "AppArmor is on in this kernel (apparmor.enabled=$enabled), apparmor_parser is here" \
+		eval '[ "$enabled" = Y ] && [ -d /sys/kernel/security/apparmor ] && command -v apparmor_parser'
+	[ "$enabled" = Y ] || return 0
+	# No prefix: web-1 and db-1 have the example's already.
+	domain_xml aa-1 rxe0 fe80::5054:ff:fe00:a1 | sed -e "s/<uuid>[^<]*</<uuid>$u1</" \
+		-e '/rdmacm:prefix/d' >$t/aa-1.xml
+	domain_xml aa-2 rxe1 fe80::5054:ff:fe00:a2 | sed -e "s/<uuid>[^<]*</<uuid>$u2</" \
+		-e '/rdmacm:prefix/d' >$t/aa-2.xml
+	p1=$(chardev_path $t/aa-1.xml)
+	p2=$(chardev_path $t/aa-2.xml)
+	for d in 1 2; do
+		eval "u=\$u$d"
+		RDMACM_MUX_QEMU_USER=nobody $HOOK aa-$d prepare begin - <$t/aa-$d.xml >$t/aa-$d.hook 2>&1
+		check "hook prepare for aa-$d exited 0" [ $? -eq 0 ]
+		aa_profile "$u" >"$t/libvirt-$u"
+		RDMACM_MUX_QEMU_USER=nobody $HOOK aa-$d start begin - <$t/aa-$d.xml >>$t/aa-$d.hook 2>&1
+		check "hook start for aa-$d exited 0" [ $? -eq 0 ]
+		indent <$t/aa-$d.hook
+		apparmor_parser -r -K "$t/libvirt-$u" >$t/parser.out 2>&1
+		check "apparmor_parser loaded libvirt-$u" [ $? -eq 0 ]
+		indent <"$t/libvirt-$u"
+	done
+	check "both profiles are loaded, enforcing" \
+		eval 'grep -q "^libvirt-$u1 (enforce)" /sys/kernel/security/apparmor/profiles &&
+		      grep -q "^libvirt-$u2 (enforce)" /sys/kernel/security/apparmor/profiles'
+	check "the confinement holds: aa-1's QEMU may not read /etc/hostname (EACCES)" \
+		eval '[ "$(confined $u1 65534 read /etc/hostname)" = EACCES ]'
+
+	echo "=== libvirt's default: both QEMUs run as one user (nobody)"
+	for d in 1 2; do
+		eval "u=\$u$d own=\$p$d"
+		other=$p1
+		[ $d = 2 ] || other=$p2
+		echo "CONFINED-QEMU one-user aa-$d (libvirt-$u, uid 65534): own socket $own: $(confined $u 65534 connect $own)"
+		echo "CONFINED-QEMU one-user aa-$d (libvirt-$u, uid 65534): neighbour's socket $other: $(confined $u 65534 connect $other)"
+	done
+	check "each QEMU connects to its own socket (the hook's rule)" \
+		eval '[ "$(confined $u1 65534 connect $p1)" = connected ] && [ "$(confined $u2 65534 connect $p2)" = connected ]'
+	if [ "$(confined $u1 65534 connect $p2)" = connected ]; then
+		info "this kernel's AppArmor ($(uname -r)) does not mediate connect() on UNIX sockets by path: the rule in a domain's profile keeps no QEMU of the same user out; a DAC user per domain does (next)"
+	else
+		check "AppArmor keeps aa-1's QEMU from aa-2's socket" [ "$(confined $u1 65534 connect $p2)" = EACCES ]
+	fi
+
+	echo "=== a DAC user per domain (<seclabel model='dac'>), made the socket's owner by the hook"
+	for d in 1 2; do
+		sed "s|</devices>|</devices><seclabel type='static' model='dac' relabel='yes'><label>+6400$d:+6400$d</label></seclabel>|" \
+			$t/aa-$d.xml >$t/aa-$d-dac.xml
+		$HOOK aa-$d prepare begin - <$t/aa-$d-dac.xml >$t/aa-$d.hook 2>&1
+		check "hook prepare for aa-$d with a user of its own exited 0" [ $? -eq 0 ]
+		indent <$t/aa-$d.hook
+	done
+	check "the sockets are their domains' users', mode 0600" \
+		eval '[ "$(stat -L -c %u:%a $p1)" = 64001:600 ] && [ "$(stat -L -c %u:%a $p2)" = 64002:600 ]'
+	for d in 1 2; do
+		eval "u=\$u$d own=\$p$d"
+		other=$p1
+		[ $d = 2 ] || other=$p2
+		echo "CONFINED-QEMU own-user aa-$d (libvirt-$u, uid 6400$d): own socket $own: $(confined $u 6400$d connect $own)"
+		echo "CONFINED-QEMU own-user aa-$d (libvirt-$u, uid 6400$d): neighbour's socket $other: $(confined $u 6400$d connect $other)"
+		check "aa-$d's confined QEMU connects to its own socket" \
+			eval '[ "$(confined $u 6400$d connect $own)" = connected ]'
+		check "aa-$d's confined QEMU gets EACCES on the neighbour's socket" \
+			eval '[ "$(confined $u 6400$d connect $other)" = EACCES ]'
+	done
+	for d in 1 2; do
+		eval "u=\$u$d"
+		$HOOK aa-$d release end - <$t/aa-$d-dac.xml >$t/aa-$d.hook 2>&1
+		rc=$?
+		check "hook release for aa-$d exited 0, its rule out of its profile" \
+			eval '[ $rc -eq 0 ] && ! grep -q rdmacm-mux "$t/libvirt-$u"'
+	done
+	unset RDMACM_MUX_APPARMOR_DIR
+}
+
 vms_mode() {
 	local rc out path0 path1 qe_pid qs_pid ino0 ino1 t=/tmp/vms
 
@@ -813,6 +935,8 @@ vms_mode() {
 	check "a new QEMU on web-1's socket registers and connects" \
 		has $t/again.out "connection 1 established with $G21"
 	wait "$qs_pid"
+
+	confined_qemus
 
 	echo "=== release: libvirt is done with web-1 and db-1"
 	for d in web-1 db-1; do
