@@ -34,7 +34,9 @@
 #                    domain, gives VMs their sockets and GIDs on both units
 #                    (plain for rxe0, templated for rxe1); QEMU clients
 #                    connect through them, a neighbour is refused, and all of
-#                    it holds across "systemctl restart" (see vms_mode). The
+#                    it holds across "systemctl restart"; two QEMU stand-ins
+#                    confined by AppArmor in their domains' profiles reach
+#                    their own sockets, not each other's (see vms_mode). The
 #                    hook is Python: the host's python3 (Debian 12's, as
 #                    the guest's would be) goes into the overlay with the
 #                    modules it imports, rather than into the shared rootfs.

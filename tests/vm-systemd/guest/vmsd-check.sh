@@ -771,6 +771,17 @@ confined() {
 		"libvirt-$1" "$2" "$PROBE" "$3" "$4" 2>&1
 }
 
+# confined_report KIND D UID: domain aa-D's confined QEMU, as uid UID, on
+# its own socket and on the neighbour's: a CONFINED-QEMU line each. Sets
+# u, own and other (confined_qemus' u1, u2, p1 and p2 are seen here).
+confined_report() {
+	eval "u=\$u$2 own=\$p$2"
+	other=$p1
+	[ "$2" = 2 ] || other=$p2
+	echo "CONFINED-QEMU $1 aa-$2 (libvirt-$u, uid $3): own socket $own: $(confined "$u" "$3" connect "$own")"
+	echo "CONFINED-QEMU $1 aa-$2 (libvirt-$u, uid $3): neighbour's socket $other: $(confined "$u" "$3" connect "$other")"
+}
+
 # Two domains, aa-1 (rxe0's daemon) and aa-2 (rxe1's), started as libvirt
 # starts them: hook prepare, the profile libvirt makes, hook start, the
 # profile loaded; then each one's QEMU stand-in, confined in its own
@@ -812,13 +823,9 @@ confined_qemus() {
 
 	echo "=== libvirt's default: both QEMUs run as one user (nobody)"
 	for d in 1 2; do
-		eval "u=\$u$d own=\$p$d"
-		other=$p1
-		[ $d = 2 ] || other=$p2
-		echo "CONFINED-QEMU one-user aa-$d (libvirt-$u, uid 65534): own socket $own: $(confined $u 65534 connect $own)"
-		echo "CONFINED-QEMU one-user aa-$d (libvirt-$u, uid 65534): neighbour's socket $other: $(confined $u 65534 connect $other)"
+		confined_report one-user $d 65534
 	done
-	check "each QEMU connects to its own socket (the hook's rule)" \
+	check "each QEMU connects to its own socket" \
 		eval '[ "$(confined $u1 65534 connect $p1)" = connected ] && [ "$(confined $u2 65534 connect $p2)" = connected ]'
 	if [ "$(confined $u1 65534 connect $p2)" = connected ]; then
 		info "this kernel's AppArmor ($(uname -r)) does not mediate connect() on UNIX sockets by path: the rule in a domain's profile keeps no QEMU of the same user out; a DAC user per domain does (next)"
@@ -837,11 +844,7 @@ confined_qemus() {
 	check "the sockets are their domains' users', mode 0600" \
 		eval '[ "$(stat -L -c %u:%a $p1)" = 64001:600 ] && [ "$(stat -L -c %u:%a $p2)" = 64002:600 ]'
 	for d in 1 2; do
-		eval "u=\$u$d own=\$p$d"
-		other=$p1
-		[ $d = 2 ] || other=$p2
-		echo "CONFINED-QEMU own-user aa-$d (libvirt-$u, uid 6400$d): own socket $own: $(confined $u 6400$d connect $own)"
-		echo "CONFINED-QEMU own-user aa-$d (libvirt-$u, uid 6400$d): neighbour's socket $other: $(confined $u 6400$d connect $other)"
+		confined_report own-user $d 6400$d
 		check "aa-$d's confined QEMU connects to its own socket" \
 			eval '[ "$(confined $u 6400$d connect $own)" = connected ]'
 		check "aa-$d's confined QEMU gets EACCES on the neighbour's socket" \
