@@ -1627,6 +1627,16 @@ UNIT_FIXTURE_TEST("/vms/libvirt-hook-two-domains", NULL, fixture_setup, test_hoo
 	g_assert_cmpstr(json_object_get_string_member(vm_of(v, "web-1"), "domain"), ==, WEB1_UUID);
 	g_clear_pointer(&v, json_node_unref);
 
+	/* libvirtd restarted while it ran: its reconnect says so, changes
+	 * nothing, and does not fail (libvirt would stop it). */
+	rc = run_hook(f->fabric, "evil", "reconnect", "begin", evil, &said);
+	g_assert_cmpint(rc, ==, 0);
+	g_assert_nonnull(strstr(said, WEB1_UUID));
+	g_clear_pointer(&said, g_free);
+	v = vms_json(f->da);
+	g_assert_true(vm_gid_registered(v, "web-1", "::ffff:10.0.1.5"));
+	g_clear_pointer(&v, json_node_unref);
+
 	/* Its release leaves web-1 and its QEMU alone. */
 	rc = run_hook(f->fabric, "evil", "release", "end", evil, &said);
 	g_test_message("hook release of domain evil: exit %d: %s", rc, said);
