@@ -35,6 +35,14 @@
  * - Memory for what a reconnection will need (events, the GID set) is
  *   reserved before the state that needs it, so that the state machine
  *   itself never fails on allocation.
+ * - A handle opened with RDMACM_MUX_OPEN_ASYNC is a reconnecting handle
+ *   that starts in BACKOFF with its first attempt due at once and no
+ *   connection behind it yet; its first success says CONNECTED instead of
+ *   RECONNECTED.
+ * - The extensible (1.2) calls share everything with the 1.0 ones: the
+ *   library keeps the richer form (a request's user_data, an event with its
+ *   retry delay and capabilities) and the 1.0 calls hand out the part their
+ *   structs have room for.
  */
 #include <errno.h>
 #include <poll.h>
@@ -68,6 +76,18 @@
 /* The kernel's errno range; a negative err_code beyond it is garbage. */
 #define MAX_ERRNO 4095
 
+/* The comp_mask bits this library reads (see rdmacm-mux.h). */
+#define OPEN_ATTR_KNOWN RDMACM_MUX_OPEN_ATTR_BACKOFF
+#define REQUEST_KNOWN 0u
+
+/* The header is the library's version; meson's is the .so's and the .pc's.
+ * They must agree. */
+_Static_assert(RDMACM_MUX_VERSION_MAJOR == LIBRARY_VERSION_MAJOR &&
+		       RDMACM_MUX_VERSION_MINOR == LIBRARY_VERSION_MINOR &&
+		       RDMACM_MUX_VERSION_MICRO == LIBRARY_VERSION_MICRO,
+	       "rdmacm-mux.h's RDMACM_MUX_VERSION_* differ from the version "
+	       "in client-lib/meson.build");
+
 /* Reconnection defaults and limits (see rdmacm-mux.h). */
 #define BACKOFF_INITIAL_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -83,6 +103,7 @@ struct request {
 	uint32_t ticket; /* 0 for the library's own (internal) requests */
 	uint32_t op_code;
 	bool internal;
+	uint64_t user_data; /* rdmacm_mux_submit()'s, for the answer */
 	uint8_t gid[16]; /* REG/UNREG: the GID, kept past the answer */
 	/* The request until it is answered, then the daemon's answer. */
 	struct rdmacm_mux_msg frame;
@@ -132,7 +153,17 @@ struct rdmacm_mux {
 	uint32_t backoff_max_ms;
 	uint32_t jitter_percent;
 	uint32_t attempts; /* in the current outage */
+	uint32_t delays;   /* backoff delays taken in it: the next doubles */
+	int down_error;	   /* why the last attempt failed or the link broke */
+	bool connected_once; /* false until an ASYNC handle first connects */
+	bool ex_events;	     /* opened with rdmacm_mux_open_ex(): 1.2 events */
+	uint64_t reconnects;
 	uint64_t rng;
+
+	/* The daemon's quotas from the last HELLO answer; 0 if unknown. */
+	uint32_t max_gids;
+	uint32_t max_sessions;
+	uint32_t max_queued;
 
 	uint8_t (*gids)[16]; /* registered, in order: what REREG restores */
 	size_t n_gids;
@@ -141,7 +172,7 @@ struct rdmacm_mux {
 	uint32_t rereg_ok;
 	uint32_t rereg_failed;
 
-	struct rdmacm_mux_event *events; /* ring of events_cap */
+	struct rdmacm_mux_event_ex *events; /* ring of events_cap */
 	size_t events_head;
 	size_t n_events;
 	size_t events_cap;
@@ -294,6 +325,16 @@ static ssize_t find_request(const struct rdmacm_mux *m, uint32_t ticket)
 	return -1;
 }
 
+/* The library's own requests in the array: at most one (reconnection). */
+static size_t count_internal(const struct rdmacm_mux *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n_requests; i++)
+		n += m->requests[i].internal;
+	return n;
+}
+
 /* Drop an answered request; only answered ones are ever removed. */
 static void remove_request(struct rdmacm_mux *m, size_t idx)
 {
@@ -370,24 +411,34 @@ static uint64_t next_random(struct rdmacm_mux *m)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-/* The delay before the next attempt, given the attempts made so far. */
+/* The next delay of this outage: the initial one, doubled for each taken
+ * before it, capped, less the jitter. */
 static uint64_t backoff_delay(struct rdmacm_mux *m)
 {
 	uint64_t d = m->backoff_initial_ms;
 
-	for (uint32_t i = 0; i < m->attempts && d < m->backoff_max_ms; i++)
+	for (uint32_t i = 0; i < m->delays && d < m->backoff_max_ms; i++)
 		d *= 2;
 	if (d > m->backoff_max_ms)
 		d = m->backoff_max_ms;
 	if (m->jitter_percent)
 		d -= next_random(m) % (d * m->jitter_percent / 100u + 1u);
+	if (m->delays < UINT32_MAX)
+		m->delays++;
 	return d;
+}
+
+/* Wait @delay before the next attempt. Returns @delay for the event. */
+static int32_t schedule_attempt(struct rdmacm_mux *m, uint64_t delay)
+{
+	m->deadline = now_ms() + delay;
+	return (int32_t)delay; /* at most BACKOFF_LIMIT_MS */
 }
 
 /* Make room for @n more events. */
 static int reserve_events(struct rdmacm_mux *m, size_t n)
 {
-	struct rdmacm_mux_event *ev;
+	struct rdmacm_mux_event_ex *ev;
 	size_t cap;
 
 	if (m->events_cap - m->n_events >= n)
@@ -407,7 +458,8 @@ static int reserve_events(struct rdmacm_mux *m, size_t n)
 	return 0;
 }
 
-static void push_event(struct rdmacm_mux *m, const struct rdmacm_mux_event *ev)
+static void push_event(struct rdmacm_mux *m,
+		       const struct rdmacm_mux_event_ex *ev)
 {
 	/* Room was reserved before entering the state that queues @ev; this
 	 * is only a guard. */
@@ -500,7 +552,7 @@ static struct request *queue_frame(struct rdmacm_mux *m, uint32_t op_code,
 /* Queue one request of the caller's. */
 static int submit(struct rdmacm_mux *m, uint32_t op_code, const uint8_t *sgid,
 		  const struct rdmacm_mux_mad_addr *addr, const void *payload,
-		  size_t payload_len, uint32_t *ret_ticket)
+		  size_t payload_len, uint64_t user_data, uint32_t *ret_ticket)
 {
 	struct request *req;
 
@@ -515,6 +567,7 @@ static int submit(struct rdmacm_mux *m, uint32_t op_code, const uint8_t *sgid,
 				 RDMACM_MUX_MAX_REQUESTS);
 
 	req = queue_frame(m, op_code, sgid, addr, payload, payload_len, false);
+	req->user_data = user_data;
 	if (ret_ticket)
 		*ret_ticket = req->ticket;
 	return 0;
@@ -769,11 +822,10 @@ static int hello_result(struct rdmacm_mux *m, const struct request *req)
 	struct rdmacm_mux_hello hello;
 	int r = req->resp.error;
 
-	if (r == -EINVAL) {
-		/* An old, QEMU-style mux: it knows no extension. */
-		m->caps = 0;
-		return 0;
-	}
+	m->caps = 0;
+	m->max_gids = m->max_sessions = m->max_queued = 0;
+	if (r == -EINVAL)
+		return 0; /* an old, QEMU-style mux: it knows no extension */
 	if (r < 0)
 		return set_error(m, r, "daemon refused the HELLO handshake");
 	if ((size_t)req->frame.umad_len < sizeof(hello))
@@ -785,6 +837,9 @@ static int hello_result(struct rdmacm_mux *m, const struct request *req)
 				 hello.magic);
 	/* Never trust a grant we did not ask for. */
 	m->caps = hello.capabilities & RDMACM_MUX_CAP_ALL;
+	m->max_gids = hello.max_gids;
+	m->max_sessions = hello.max_sessions;
+	m->max_queued = hello.max_queued;
 	return 0;
 }
 
@@ -817,13 +872,30 @@ static uint32_t fail_in_flight(struct rdmacm_mux *m)
 	return failed;
 }
 
+/* An attempt failed with @r (m->error says how): back off, and tell a
+ * handle that wants 1.2's events. */
+static void attempt_failed(struct rdmacm_mux *m, int r)
+{
+	struct rdmacm_mux_event_ex ev = {
+		.type = RDMACM_MUX_EVENT_ATTEMPT_FAILED,
+		.error = r,
+		.attempts = m->attempts,
+	};
+
+	m->down_error = r;
+	ev.retry_ms = schedule_attempt(m, backoff_delay(m));
+	if (m->ex_events)
+		push_event(m, &ev);
+}
+
 /* The connection broke (m->error says why): back off, then try again. */
 static void lose_connection(struct rdmacm_mux *m, int r)
 {
-	struct rdmacm_mux_event ev = {
+	struct rdmacm_mux_event_ex ev = {
 		.type = RDMACM_MUX_EVENT_DISCONNECTED,
 		.error = r,
 	};
+	bool outage = m->state == CONN_UP;
 
 	ev.requests_failed = fail_in_flight(m);
 	if (m->sock >= 0) {
@@ -833,19 +905,27 @@ static void lose_connection(struct rdmacm_mux *m, int r)
 	}
 	m->sock_events = 0;
 	m->in_len = 0;
-	if (m->state == CONN_UP) {
-		/* A new outage; a break during a reconnection is not one. */
-		m->attempts = 0;
-		push_event(m, &ev);
-	}
 	m->state = CONN_BACKOFF;
-	m->deadline = now_ms() + backoff_delay(m);
+	if (!outage) {
+		/* A break during a reconnection is a failed attempt. */
+		attempt_failed(m, r);
+		return;
+	}
+	m->attempts = 0;
+	m->delays = 0;
+	m->down_error = r;
+	ev.retry_ms = schedule_attempt(m, backoff_delay(m));
+	push_event(m, &ev);
 }
 
-/* Register the next GID again, or finish the reconnection. */
+/* Register the next GID again, or finish the (re)connection. */
 static void rereg_continue(struct rdmacm_mux *m)
 {
-	struct rdmacm_mux_event ev = { .type = RDMACM_MUX_EVENT_RECONNECTED };
+	struct rdmacm_mux_event_ex ev = {
+		.type = m->connected_once ? RDMACM_MUX_EVENT_RECONNECTED :
+					    RDMACM_MUX_EVENT_CONNECTED,
+		.retry_ms = -1,
+	};
 
 	if (m->rereg_next < m->n_gids) {
 		(void)queue_frame(m, RDMACM_MUX_OP_CODE_REG,
@@ -855,9 +935,14 @@ static void rereg_continue(struct rdmacm_mux *m)
 	ev.attempts = m->attempts;
 	ev.gids_registered = m->rereg_ok;
 	ev.gids_failed = m->rereg_failed;
+	ev.capabilities = m->caps;
 	push_event(m, &ev);
+	if (m->connected_once)
+		m->reconnects++;
+	m->connected_once = true;
 	m->state = CONN_UP;
 	m->attempts = 0;
+	m->down_error = 0;
 	m->deadline = NO_DEADLINE;
 }
 
@@ -874,7 +959,10 @@ static void start_rereg(struct rdmacm_mux *m)
 static int on_internal_answer(struct rdmacm_mux *m, size_t idx)
 {
 	const struct request *req = &m->requests[idx];
-	struct rdmacm_mux_event ev = { .type = RDMACM_MUX_EVENT_GID_LOST };
+	struct rdmacm_mux_event_ex ev = {
+		.type = RDMACM_MUX_EVENT_GID_LOST,
+		.retry_ms = -1,
+	};
 	int err = req->resp.error;
 
 	if (req->op_code == RDMACM_MUX_OP_CODE_HELLO) {
@@ -917,24 +1005,28 @@ static void attempt(struct rdmacm_mux *m)
 	memcpy(sa.sun_path, m->path, strlen(m->path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		set_error(m, -errno, "reconnecting: socket");
-		goto later;
+		attempt_failed(m, set_error(m, -errno, "reconnecting: socket"));
+		return;
 	}
 	do
 		r = connect(fd, (const struct sockaddr *)&sa, sizeof(sa));
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
 		/* EAGAIN (a full backlog) is a failed attempt like any other. */
-		set_error(m, -errno, "reconnecting to %s (attempt %u)", m->path,
-			  m->attempts);
+		r = set_error(m, -errno, "%s %s (attempt %u)",
+			      m->connected_once ? "reconnecting to" :
+						  "connecting to",
+			      m->path, m->attempts);
 		(void)close(fd);
-		goto later;
+		attempt_failed(m, r);
+		return;
 	}
 	ev.data.fd = fd;
 	if (epoll_ctl(m->fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		set_error(m, -errno, "reconnecting: epoll_ctl");
+		r = set_error(m, -errno, "reconnecting: epoll_ctl");
 		(void)close(fd);
-		goto later;
+		attempt_failed(m, r);
+		return;
 	}
 	m->sock = fd;
 	m->sock_events = EPOLLIN;
@@ -951,10 +1043,6 @@ static void attempt(struct rdmacm_mux *m)
 	(void)queue_frame(m, RDMACM_MUX_OP_CODE_HELLO, NULL, NULL, &hello,
 			  sizeof(hello), true);
 	m->state = CONN_HELLO;
-	return;
-
-later:
-	m->deadline = now_ms() + backoff_delay(m);
 }
 
 /* Whatever is due: an attempt, or giving up on a slow handshake. */
@@ -967,18 +1055,19 @@ static void reconnect_step(struct rdmacm_mux *m)
 	if (m->state == CONN_BACKOFF) {
 		if (m->n_events >= EVENT_BACKLOG)
 			return; /* until the caller collects its events */
-		/* Room for everything this reconnection may report, and
-		 * the next DISCONNECTED. */
+		/* Room for everything this attempt may report (a
+		 * GID_LOST per GID, then RECONNECTED or ATTEMPT_FAILED),
+		 * and the next DISCONNECTED. */
 		if (reserve_events(m, m->n_gids + 2) < 0) {
 			set_error(m, -ENOMEM, "reconnecting: out of memory");
-			m->deadline = now + backoff_delay(m);
+			(void)schedule_attempt(m, backoff_delay(m));
 			return;
 		}
 		attempt(m);
 	} else if (m->state == CONN_HELLO || m->state == CONN_REREG) {
 		set_error(m, -ETIMEDOUT,
-			  "daemon did not complete the reconnection handshake "
-			  "in %d ms",
+			  "daemon did not complete the %s handshake in %d ms",
+			  m->connected_once ? "reconnection" : "connection",
 			  RECONNECT_HANDSHAKE_MS);
 		lose_connection(m, -ETIMEDOUT);
 	}
@@ -1116,7 +1205,7 @@ static int handshake(struct rdmacm_mux *m, uint64_t deadline)
 
 	fill_hello(&hello);
 	r = submit(m, RDMACM_MUX_OP_CODE_HELLO, NULL, NULL, &hello,
-		   sizeof(hello), &ticket);
+		   sizeof(hello), 0, &ticket);
 	if (r < 0)
 		return r;
 	r = wait_answered(m, ticket, deadline, &idx);
@@ -1127,8 +1216,8 @@ static int handshake(struct rdmacm_mux *m, uint64_t deadline)
 	return r;
 }
 
-/* Turn a connected handle into one that reconnects: the caller's fd becomes
- * an epoll set with the socket and the timer in it. */
+/* Turn a handle into one that reconnects: the caller's fd becomes an epoll
+ * set with the timer and the socket, if there is one yet, in it. */
 static int setup_reconnect(struct rdmacm_mux *m, const char *path)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -1155,14 +1244,14 @@ static int setup_reconnect(struct rdmacm_mux *m, const char *path)
 		return set_error(m, r, "epoll_ctl");
 	}
 	ev.data.fd = m->sock;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, m->sock, &ev) < 0) {
+	if (m->sock >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, m->sock, &ev) < 0) {
 		int r = -errno;
 
 		(void)close(ep);
 		return set_error(m, r, "epoll_ctl");
 	}
 	m->fd = ep;
-	m->sock_events = EPOLLIN;
+	m->sock_events = m->sock >= 0 ? EPOLLIN : 0;
 	m->reconnect = true;
 	m->state = CONN_UP;
 	m->deadline = NO_DEADLINE;
@@ -1178,23 +1267,89 @@ static int setup_reconnect(struct rdmacm_mux *m, const char *path)
 	return 0;
 }
 
-_public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
-			     int timeout_ms, struct rdmacm_mux **ret)
+/* Check reconnection delays; 0, or -EINVAL with the reason in @why. */
+static int check_backoff(uint32_t initial_ms, uint32_t max_ms,
+			 uint32_t jitter_percent, char *why, size_t why_size)
 {
-	_cleanup_(rdmacm_mux_closep) struct rdmacm_mux *m = NULL;
-	uint64_t deadline = deadline_from_timeout(timeout_ms);
+	if (initial_ms < 1 || max_ms < initial_ms || max_ms > BACKOFF_LIMIT_MS) {
+		snprintf(why, why_size,
+			 "backoff: need 1 <= initial (%u) <= max (%u) <= %u ms",
+			 initial_ms, max_ms, BACKOFF_LIMIT_MS);
+		return -EINVAL;
+	}
+	if (jitter_percent > 100) {
+		snprintf(why, why_size, "backoff: jitter %u%% over 100%%",
+			 jitter_percent);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Everything but the connection: arguments, memory, the handle. */
+static int check_open_attr(const struct rdmacm_mux_open_attr *attr,
+			   uint32_t known_flags)
+{
+	char why[128];
+
+	if (!attr->socket_path || !*attr->socket_path)
+		return set_open_error(-EINVAL, "no socket path");
+	if (strlen(attr->socket_path) >=
+	    sizeof(((struct sockaddr_un *)NULL)->sun_path))
+		return set_open_error(-ENAMETOOLONG, "socket path too long");
+	if (attr->flags & ~known_flags)
+		return set_open_error(-EINVAL, "unknown flags 0x%x",
+				      attr->flags & ~known_flags);
+	if ((attr->flags & RDMACM_MUX_OPEN_ASYNC) &&
+	    !(attr->flags & RDMACM_MUX_OPEN_RECONNECT))
+		return set_open_error(-EINVAL, "RDMACM_MUX_OPEN_ASYNC needs "
+					       "RDMACM_MUX_OPEN_RECONNECT");
+	if (!(attr->comp_mask & RDMACM_MUX_OPEN_ATTR_BACKOFF))
+		return 0;
+	if (!(attr->flags & RDMACM_MUX_OPEN_RECONNECT))
+		return set_open_error(-EINVAL, "a backoff needs "
+					       "RDMACM_MUX_OPEN_RECONNECT");
+	if (check_backoff(attr->backoff_initial_ms, attr->backoff_max_ms,
+			  attr->backoff_jitter_percent, why, sizeof(why)) < 0)
+		return set_open_error(-EINVAL, "%s", why);
+	return 0;
+}
+
+/* The connection of a handle that connects now (blocking). */
+static int open_now(struct rdmacm_mux *m,
+		    const struct rdmacm_mux_open_attr *attr)
+{
+	uint64_t deadline = deadline_from_timeout(attr->timeout_ms);
 	int r;
 
-	if (!ret)
-		return set_open_error(-EINVAL, "ret is NULL");
-	if (!socket_path || !*socket_path)
-		return set_open_error(-EINVAL, "no socket path");
-	if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
-		return set_open_error(-ENAMETOOLONG, "socket path too long");
-	if (flags & ~(RDMACM_MUX_OPEN_BASE_PROTOCOL | RDMACM_MUX_OPEN_RECONNECT))
-		return set_open_error(-EINVAL, "unknown flags 0x%x",
-				      flags & ~(RDMACM_MUX_OPEN_BASE_PROTOCOL |
-						RDMACM_MUX_OPEN_RECONNECT));
+	r = connect_socket(m, attr->socket_path, deadline);
+	if (r >= 0 && !(attr->flags & RDMACM_MUX_OPEN_BASE_PROTOCOL))
+		r = handshake(m, deadline);
+	if (r >= 0 && (attr->flags & RDMACM_MUX_OPEN_RECONNECT))
+		r = setup_reconnect(m, attr->socket_path);
+	return r;
+}
+
+/* A handle that connects in rdmacm_mux_process(): in backoff, with the
+ * first attempt due now. */
+static int open_async(struct rdmacm_mux *m,
+		      const struct rdmacm_mux_open_attr *attr)
+{
+	int r = setup_reconnect(m, attr->socket_path);
+
+	if (r < 0)
+		return r;
+	m->connected_once = false;
+	m->state = CONN_BACKOFF;
+	m->deadline = now_ms();
+	update_timer(m);
+	return 0;
+}
+
+static int open_handle(const struct rdmacm_mux_open_attr *attr,
+		       bool ex_events, struct rdmacm_mux **ret)
+{
+	_cleanup_(rdmacm_mux_closep) struct rdmacm_mux *m = NULL;
+	int r;
 
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -1202,27 +1357,79 @@ _public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
 	m->fd = -1;
 	m->sock = -1;
 	m->timer_fd = -1;
-	m->flags = flags;
+	m->flags = attr->flags;
 	m->next_ticket = 1;
+	m->connected_once = true;
+	m->ex_events = ex_events;
 	m->inbound = calloc(RDMACM_MUX_MAX_INBOUND, sizeof(*m->inbound));
 	if (!m->inbound)
 		return set_open_error(-ENOMEM, "out of memory");
 
-	r = connect_socket(m, socket_path, deadline);
-	if (r >= 0 && !(flags & RDMACM_MUX_OPEN_BASE_PROTOCOL))
-		r = handshake(m, deadline);
-	if (r >= 0 && (flags & RDMACM_MUX_OPEN_RECONNECT))
-		r = setup_reconnect(m, socket_path);
+	if (attr->flags & RDMACM_MUX_OPEN_ASYNC)
+		r = open_async(m, attr);
+	else
+		r = open_now(m, attr);
 	if (r < 0) {
 		/* m->error already carries the errno text. */
 		snprintf(open_error, sizeof(open_error), "%s", m->error);
 		return r;
+	}
+	if (attr->comp_mask & RDMACM_MUX_OPEN_ATTR_BACKOFF) {
+		m->backoff_initial_ms = attr->backoff_initial_ms;
+		m->backoff_max_ms = attr->backoff_max_ms;
+		m->jitter_percent = attr->backoff_jitter_percent;
 	}
 
 	m->error[0] = '\0';
 	*ret = m;
 	m = NULL;
 	return 0;
+}
+
+_public_ int rdmacm_mux_open(const char *socket_path, unsigned flags,
+			     int timeout_ms, struct rdmacm_mux **ret)
+{
+	const struct rdmacm_mux_open_attr attr = {
+		.flags = flags,
+		.socket_path = socket_path,
+		.timeout_ms = timeout_ms,
+	};
+	int r;
+
+	if (!ret)
+		return set_open_error(-EINVAL, "ret is NULL");
+	/* 1.1's flags: what 1.2 added comes with rdmacm_mux_open_ex(), so
+	 * that a program using it needs the 1.2 symbols. */
+	r = check_open_attr(&attr, RDMACM_MUX_OPEN_BASE_PROTOCOL |
+					   RDMACM_MUX_OPEN_RECONNECT);
+	if (r < 0)
+		return r;
+	return open_handle(&attr, false, ret);
+}
+
+_public_ int rdmacm_mux_open_ex(const struct rdmacm_mux_open_attr *attr,
+				struct rdmacm_mux **ret)
+{
+	int r;
+
+	if (!ret)
+		return set_open_error(-EINVAL, "ret is NULL");
+	if (!attr)
+		return set_open_error(-EINVAL, "attr is NULL");
+	if (attr->comp_mask & ~OPEN_ATTR_KNOWN)
+		return set_open_error(-EOPNOTSUPP,
+				      "open_attr.comp_mask 0x%x unknown to "
+				      "librdmacm-mux %d.%d.%d",
+				      attr->comp_mask & ~OPEN_ATTR_KNOWN,
+				      RDMACM_MUX_VERSION_MAJOR,
+				      RDMACM_MUX_VERSION_MINOR,
+				      RDMACM_MUX_VERSION_MICRO);
+	r = check_open_attr(attr, RDMACM_MUX_OPEN_BASE_PROTOCOL |
+					  RDMACM_MUX_OPEN_RECONNECT |
+					  RDMACM_MUX_OPEN_ASYNC);
+	if (r < 0)
+		return r;
+	return open_handle(attr, true, ret);
 }
 
 _public_ void rdmacm_mux_close(struct rdmacm_mux *m)
@@ -1286,11 +1493,11 @@ _public_ uint64_t rdmacm_mux_get_dropped(const struct rdmacm_mux *m)
 	return m ? m->dropped : 0;
 }
 
-_public_ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16],
-				     uint32_t *ret_ticket)
+/* ---- the four requests, for the 1.0 calls and rdmacm_mux_submit() ---- */
+
+static int request_reg(struct rdmacm_mux *m, const uint8_t *gid,
+		       uint64_t user_data, uint32_t *ret_ticket)
 {
-	if (!m)
-		return -EINVAL;
 	if (!gid)
 		return set_error(m, -EINVAL, "register: gid is NULL");
 	/* Room to remember the GID if this and every other request in flight
@@ -1298,21 +1505,20 @@ _public_ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16]
 	if (m->reconnect &&
 	    reserve_gids(m, m->n_requests - m->n_answered + 1) < 0)
 		return set_error(m, -ENOMEM, "register: out of memory");
-	return submit(m, RDMACM_MUX_OP_CODE_REG, gid, NULL, NULL, 0, ret_ticket);
+	return submit(m, RDMACM_MUX_OP_CODE_REG, gid, NULL, NULL, 0, user_data,
+		      ret_ticket);
 }
 
-_public_ int rdmacm_mux_unregister_gid(struct rdmacm_mux *m,
-				       const uint8_t gid[16],
-				       uint32_t *ret_ticket)
+static int request_unreg(struct rdmacm_mux *m, const uint8_t *gid,
+			 uint64_t user_data, uint32_t *ret_ticket)
 {
 	ssize_t idx;
 	int r;
 
-	if (!m)
-		return -EINVAL;
 	if (!gid)
 		return set_error(m, -EINVAL, "unregister: gid is NULL");
-	r = submit(m, RDMACM_MUX_OP_CODE_UNREG, gid, NULL, NULL, 0, ret_ticket);
+	r = submit(m, RDMACM_MUX_OP_CODE_UNREG, gid, NULL, NULL, 0, user_data,
+		   ret_ticket);
 	if (!m->reconnect)
 		return r;
 	/* The caller wants it gone: a reconnection must not bring it back,
@@ -1325,13 +1531,10 @@ _public_ int rdmacm_mux_unregister_gid(struct rdmacm_mux *m,
 	return r;
 }
 
-_public_ int rdmacm_mux_send_mad(struct rdmacm_mux *m, const uint8_t sgid[16],
-				 const struct rdmacm_mux_mad_addr *addr,
-				 const void *mad, size_t mad_len,
-				 uint32_t *ret_ticket)
+static int request_mad(struct rdmacm_mux *m, const uint8_t *sgid,
+		       const struct rdmacm_mux_mad_addr *addr, const void *mad,
+		       size_t mad_len, uint64_t user_data, uint32_t *ret_ticket)
 {
-	if (!m)
-		return -EINVAL;
 	if (!sgid)
 		return set_error(m, -EINVAL, "send_mad: sgid is NULL");
 	if (!addr)
@@ -1343,20 +1546,87 @@ _public_ int rdmacm_mux_send_mad(struct rdmacm_mux *m, const uint8_t sgid[16],
 				 "send_mad: mad_len %zu not in %d..%d", mad_len,
 				 RDMACM_MUX_MAD_HDR_SIZE, RDMACM_MUX_MAD_SIZE);
 	return submit(m, RDMACM_MUX_OP_CODE_MAD, sgid, addr, mad, mad_len,
-		      ret_ticket);
+		      user_data, ret_ticket);
 }
 
-_public_ int rdmacm_mux_query_stats(struct rdmacm_mux *m, uint32_t *ret_ticket)
+static int request_stats(struct rdmacm_mux *m, uint64_t user_data,
+			 uint32_t *ret_ticket)
 {
-	if (!m)
-		return -EINVAL;
 	/* An old mux would answer EINVAL, and one that did not grant the
 	 * capability never expects the frame: do not send it at all. */
 	if (!(m->caps & RDMACM_MUX_CAP_CLIENT_STATS))
 		return set_error(m, -EOPNOTSUPP,
 				 "daemon did not grant CLIENT_STATS");
 	return submit(m, RDMACM_MUX_OP_CODE_CLIENT_STATS, NULL, NULL, NULL, 0,
-		      ret_ticket);
+		      user_data, ret_ticket);
+}
+
+_public_ int rdmacm_mux_register_gid(struct rdmacm_mux *m, const uint8_t gid[16],
+				     uint32_t *ret_ticket)
+{
+	if (!m)
+		return -EINVAL;
+	return request_reg(m, gid, 0, ret_ticket);
+}
+
+_public_ int rdmacm_mux_unregister_gid(struct rdmacm_mux *m,
+				       const uint8_t gid[16],
+				       uint32_t *ret_ticket)
+{
+	if (!m)
+		return -EINVAL;
+	return request_unreg(m, gid, 0, ret_ticket);
+}
+
+_public_ int rdmacm_mux_send_mad(struct rdmacm_mux *m, const uint8_t sgid[16],
+				 const struct rdmacm_mux_mad_addr *addr,
+				 const void *mad, size_t mad_len,
+				 uint32_t *ret_ticket)
+{
+	if (!m)
+		return -EINVAL;
+	return request_mad(m, sgid, addr, mad, mad_len, 0, ret_ticket);
+}
+
+_public_ int rdmacm_mux_query_stats(struct rdmacm_mux *m, uint32_t *ret_ticket)
+{
+	if (!m)
+		return -EINVAL;
+	return request_stats(m, 0, ret_ticket);
+}
+
+_public_ int rdmacm_mux_submit(struct rdmacm_mux *m,
+			       const struct rdmacm_mux_request *req,
+			       uint32_t *ret_ticket)
+{
+	if (!m)
+		return -EINVAL;
+	if (!req)
+		return set_error(m, -EINVAL, "submit: req is NULL");
+	if (req->comp_mask & ~REQUEST_KNOWN)
+		return set_error(m, -EOPNOTSUPP,
+				 "submit: comp_mask 0x%x unknown to "
+				 "librdmacm-mux %d.%d.%d",
+				 req->comp_mask & ~REQUEST_KNOWN,
+				 RDMACM_MUX_VERSION_MAJOR,
+				 RDMACM_MUX_VERSION_MINOR,
+				 RDMACM_MUX_VERSION_MICRO);
+	switch (req->op_code) {
+	case RDMACM_MUX_OP_CODE_REG:
+		return request_reg(m, req->gid, req->user_data, ret_ticket);
+	case RDMACM_MUX_OP_CODE_UNREG:
+		return request_unreg(m, req->gid, req->user_data, ret_ticket);
+	case RDMACM_MUX_OP_CODE_MAD:
+		return request_mad(m, req->gid, req->addr, req->mad,
+				   req->mad_len, req->user_data, ret_ticket);
+	case RDMACM_MUX_OP_CODE_CLIENT_STATS:
+		return request_stats(m, req->user_data, ret_ticket);
+	default:
+		/* HELLO is the library's own. */
+		return set_error(m, -EINVAL, "submit: op_code 0x%x is not a "
+					     "request a client makes",
+				 req->op_code);
+	}
 }
 
 /* Nothing of a kind is waiting: a broken handle says why it is broken
@@ -1366,6 +1636,55 @@ static int nothing_waiting(struct rdmacm_mux *m, const char *what)
 	if (m->broken)
 		return m->broken;
 	return set_error(m, -EAGAIN, "%s", what);
+}
+
+/*
+ * The caller's extensible struct: @ret, which the caller says is
+ * @ret_size bytes, for ours of @ours bytes (1.2's size is the least, which
+ * stays the least when ours grows). -EINVAL for NULL or too small.
+ */
+static int check_out(struct rdmacm_mux *m, const void *ret, size_t ret_size,
+		     size_t ours, const char *what)
+{
+	if (!ret)
+		return set_error(m, -EINVAL, "%s: ret is NULL", what);
+	if (ret_size < ours)
+		return set_error(m, -EINVAL,
+				 "%s: ret_size %zu is less than the %zu bytes "
+				 "of librdmacm-mux %d.%d's struct",
+				 what, ret_size, ours, RDMACM_MUX_VERSION_MAJOR,
+				 RDMACM_MUX_VERSION_MINOR);
+	return 0;
+}
+
+/* Hand @src (ours, @src_size bytes) to the caller's @dst of @dst_size:
+ * a newer caller's fields that we do not know read as zero. */
+static void copy_out(void *dst, size_t dst_size, const void *src,
+		     size_t src_size)
+{
+	memcpy(dst, src, src_size);
+	if (dst_size > src_size)
+		memset((uint8_t *)dst + src_size, 0, dst_size - src_size);
+}
+
+static void response_ex_of(struct rdmacm_mux_response_ex *ex,
+			   const struct request *req)
+{
+	const struct rdmacm_mux_client_stats *st = &req->resp.stats;
+
+	memset(ex, 0, sizeof(*ex));
+	ex->ticket = req->resp.ticket;
+	ex->op_code = req->resp.op_code;
+	ex->error = req->resp.error;
+	ex->user_data = req->user_data;
+	ex->tx_mads = st->tx_mads;
+	ex->tx_rejected = st->tx_rejected;
+	ex->rx_mads = st->rx_mads;
+	ex->rx_dropped = st->rx_dropped;
+	ex->requests = st->requests;
+	ex->gids = st->gids;
+	ex->sessions = st->sessions;
+	ex->queued = st->queued;
 }
 
 _public_ int rdmacm_mux_next_response(struct rdmacm_mux *m,
@@ -1382,39 +1701,135 @@ _public_ int rdmacm_mux_next_response(struct rdmacm_mux *m,
 	return 0;
 }
 
+_public_ int rdmacm_mux_next_response_ex(struct rdmacm_mux *m,
+					 struct rdmacm_mux_response_ex *ret,
+					 size_t ret_size)
+{
+	struct rdmacm_mux_response_ex ex;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	r = check_out(m, ret, ret_size, sizeof(ex), "next_response_ex");
+	if (r < 0)
+		return r;
+	if (m->n_answered == 0)
+		return nothing_waiting(m, "no response waiting");
+	response_ex_of(&ex, &m->requests[0]);
+	remove_request(m, 0);
+	copy_out(ret, ret_size, &ex, sizeof(ex));
+	return 0;
+}
+
+/* The oldest inbound MAD, or NULL with @r set to -EAGAIN or the error. */
+static const struct rdmacm_mux_inbound *oldest_inbound(struct rdmacm_mux *m,
+							int *r)
+{
+	if (m->n_inbound == 0) {
+		*r = nothing_waiting(m, "no inbound MAD waiting");
+		return NULL;
+	}
+	return &m->inbound[m->inbound_head];
+}
+
+static void drop_oldest_inbound(struct rdmacm_mux *m)
+{
+	m->inbound_head = (m->inbound_head + 1) % RDMACM_MUX_MAX_INBOUND;
+	m->n_inbound--;
+}
+
 _public_ int rdmacm_mux_recv_mad(struct rdmacm_mux *m,
 				 struct rdmacm_mux_inbound *ret)
 {
+	const struct rdmacm_mux_inbound *in;
+	int r = 0;
+
 	if (!m)
 		return -EINVAL;
 	if (!ret)
 		return set_error(m, -EINVAL, "recv_mad: ret is NULL");
-	if (m->n_inbound == 0)
-		return nothing_waiting(m, "no inbound MAD waiting");
-	*ret = m->inbound[m->inbound_head];
-	m->inbound_head = (m->inbound_head + 1) % RDMACM_MUX_MAX_INBOUND;
-	m->n_inbound--;
+	in = oldest_inbound(m, &r);
+	if (!in)
+		return r;
+	*ret = *in;
+	drop_oldest_inbound(m);
 	return 0;
+}
+
+_public_ int rdmacm_mux_recv_mad_ex(struct rdmacm_mux *m,
+				    struct rdmacm_mux_inbound_ex *ret,
+				    size_t ret_size)
+{
+	const struct rdmacm_mux_inbound *in;
+	struct rdmacm_mux_inbound_ex ex;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	r = check_out(m, ret, ret_size, sizeof(ex), "recv_mad_ex");
+	if (r < 0)
+		return r;
+	in = oldest_inbound(m, &r);
+	if (!in)
+		return r;
+	memset(&ex, 0, sizeof(ex));
+	ex.mad_len = in->mad_len;
+	memcpy(ex.local_gid, in->local_gid, sizeof(ex.local_gid));
+	ex.addr = in->addr;
+	memcpy(ex.mad, in->mad, sizeof(ex.mad));
+	drop_oldest_inbound(m);
+	copy_out(ret, ret_size, &ex, sizeof(ex));
+	return 0;
+}
+
+/* Block until @ticket is answered; its index in *@ret_idx. */
+static int wait_ticket(struct rdmacm_mux *m, uint32_t ticket, int timeout_ms,
+		       size_t *ret_idx)
+{
+	if (ticket == 0)
+		return set_error(m, -EINVAL, "wait: ticket 0 is never issued");
+	return wait_answered(m, ticket, deadline_from_timeout(timeout_ms),
+			     ret_idx);
 }
 
 _public_ int rdmacm_mux_wait(struct rdmacm_mux *m, uint32_t ticket,
 			     int timeout_ms, struct rdmacm_mux_response *ret)
 {
-	size_t idx;
+	size_t idx = 0;
 	int r;
 
 	if (!m)
 		return -EINVAL;
 	if (!ret)
 		return set_error(m, -EINVAL, "wait: ret is NULL");
-	if (ticket == 0)
-		return set_error(m, -EINVAL, "wait: ticket 0 is never issued");
-
-	r = wait_answered(m, ticket, deadline_from_timeout(timeout_ms), &idx);
+	r = wait_ticket(m, ticket, timeout_ms, &idx);
 	if (r < 0)
 		return r;
 	*ret = m->requests[idx].resp;
 	remove_request(m, idx);
+	return 0;
+}
+
+_public_ int rdmacm_mux_wait_ex(struct rdmacm_mux *m, uint32_t ticket,
+				int timeout_ms,
+				struct rdmacm_mux_response_ex *ret,
+				size_t ret_size)
+{
+	struct rdmacm_mux_response_ex ex;
+	size_t idx = 0;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	r = check_out(m, ret, ret_size, sizeof(ex), "wait_ex");
+	if (r < 0)
+		return r;
+	r = wait_ticket(m, ticket, timeout_ms, &idx);
+	if (r < 0)
+		return r;
+	response_ex_of(&ex, &m->requests[idx]);
+	remove_request(m, idx);
+	copy_out(ret, ret_size, &ex, sizeof(ex));
 	return 0;
 }
 
@@ -1423,20 +1838,17 @@ _public_ int rdmacm_mux_set_reconnect_backoff(struct rdmacm_mux *m,
 					     uint32_t max_ms,
 					     uint32_t jitter_percent)
 {
+	char why[128];
+
 	if (!m)
 		return -EINVAL;
 	if (!m->reconnect)
 		return set_error(m, -EOPNOTSUPP,
 				 "the handle was not opened with "
 				 "RDMACM_MUX_OPEN_RECONNECT");
-	if (initial_ms < 1 || max_ms < initial_ms || max_ms > BACKOFF_LIMIT_MS)
-		return set_error(m, -EINVAL,
-				 "backoff: need 1 <= initial (%u) <= max (%u) "
-				 "<= %u ms",
-				 initial_ms, max_ms, BACKOFF_LIMIT_MS);
-	if (jitter_percent > 100)
-		return set_error(m, -EINVAL, "backoff: jitter %u%% over 100%%",
-				 jitter_percent);
+	if (check_backoff(initial_ms, max_ms, jitter_percent, why,
+			  sizeof(why)) < 0)
+		return set_error(m, -EINVAL, "%s", why);
 	m->backoff_initial_ms = initial_ms;
 	m->backoff_max_ms = max_ms;
 	m->jitter_percent = jitter_percent;
@@ -1452,13 +1864,9 @@ _public_ int rdmacm_mux_get_timeout(const struct rdmacm_mux *m,
 	return 0;
 }
 
-_public_ int rdmacm_mux_next_event(struct rdmacm_mux *m,
-				   struct rdmacm_mux_event *ret)
+/* The oldest event, taken out of the ring; -EAGAIN or the error. */
+static int take_event(struct rdmacm_mux *m, struct rdmacm_mux_event_ex *ret)
 {
-	if (!m)
-		return -EINVAL;
-	if (!ret)
-		return set_error(m, -EINVAL, "next_event: ret is NULL");
 	if (m->n_events == 0)
 		return nothing_waiting(m, "no event waiting");
 	*ret = m->events[m->events_head];
@@ -1467,6 +1875,87 @@ _public_ int rdmacm_mux_next_event(struct rdmacm_mux *m,
 	/* Below the backlog limit again: an attempt may be due. */
 	update_timer(m);
 	return 0;
+}
+
+_public_ int rdmacm_mux_next_event(struct rdmacm_mux *m,
+				   struct rdmacm_mux_event *ret)
+{
+	struct rdmacm_mux_event_ex ev;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	if (!ret)
+		return set_error(m, -EINVAL, "next_event: ret is NULL");
+	r = take_event(m, &ev);
+	if (r < 0)
+		return r;
+	*ret = (struct rdmacm_mux_event){
+		.type = ev.type,
+		.error = ev.error,
+		.requests_failed = ev.requests_failed,
+		.attempts = ev.attempts,
+		.gids_registered = ev.gids_registered,
+		.gids_failed = ev.gids_failed,
+	};
+	memcpy(ret->gid, ev.gid, sizeof(ret->gid));
+	return 0;
+}
+
+_public_ int rdmacm_mux_next_event_ex(struct rdmacm_mux *m,
+				      struct rdmacm_mux_event_ex *ret,
+				      size_t ret_size)
+{
+	struct rdmacm_mux_event_ex ev;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	r = check_out(m, ret, ret_size, sizeof(ev), "next_event_ex");
+	if (r < 0)
+		return r;
+	r = take_event(m, &ev);
+	if (r < 0)
+		return r;
+	copy_out(ret, ret_size, &ev, sizeof(ev));
+	return 0;
+}
+
+_public_ int rdmacm_mux_query_info(const struct rdmacm_mux *m,
+				   struct rdmacm_mux_info *ret,
+				   size_t ret_size)
+{
+	struct rdmacm_mux_info info = { .comp_mask = 0 };
+
+	if (!m || !ret || ret_size < sizeof(info))
+		return -EINVAL;
+	if (m->broken) {
+		info.state = RDMACM_MUX_STATE_BROKEN;
+		info.error = m->broken;
+	} else if (m->reconnect && m->state != CONN_UP) {
+		info.state = RDMACM_MUX_STATE_CONNECTING;
+		info.error = m->down_error;
+		info.attempts = m->attempts;
+	} else {
+		info.state = RDMACM_MUX_STATE_CONNECTED;
+	}
+	info.capabilities = m->caps;
+	info.max_gids = m->max_gids;
+	info.max_sessions = m->max_sessions;
+	info.max_queued = m->max_queued;
+	info.gids = (uint32_t)m->n_gids;
+	info.requests = (uint32_t)(m->n_requests - count_internal(m));
+	info.inbound = (uint32_t)m->n_inbound;
+	info.events = (uint32_t)m->n_events;
+	info.dropped = m->dropped;
+	info.reconnects = m->reconnects;
+	copy_out(ret, ret_size, &info, sizeof(info));
+	return 0;
+}
+
+_public_ uint32_t rdmacm_mux_version(void)
+{
+	return RDMACM_MUX_VERSION;
 }
 
 _public_ const char *rdmacm_mux_last_error(const struct rdmacm_mux *m)

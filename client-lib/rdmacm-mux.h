@@ -61,7 +61,31 @@
  *   becomes readable when the socket needs attention or an attempt is due,
  *   so a loop that ignores rdmacm_mux_get_timeout() still works. Add it to
  *   poll(), select() or another epoll set with POLLIN; it is not a socket.
- * - rdmacm_mux_open() itself still fails when the daemon is not there.
+ * - rdmacm_mux_open() itself still fails when the daemon is not there;
+ *   rdmacm_mux_open_ex() with RDMACM_MUX_OPEN_ASYNC does not (below).
+ *
+ * Extensible calls (since 1.2)
+ *
+ * The structs of the 1.0 and 1.1 calls have fixed sizes, so they stay as
+ * they are. The calls of 1.2 (the *_ex ones, rdmacm_mux_submit() and
+ * rdmacm_mux_query_info()) take structs that can grow without a new soname,
+ * in the manner of rdma-core's ibv_*_ex calls:
+ * - A struct the caller fills in starts with comp_mask: the bits say which
+ *   of the optional fields the caller set. The library reads no optional
+ *   field whose bit is clear, and refuses bits it does not know with
+ *   -EOPNOTSUPP, so a program built against a newer header learns that the
+ *   library is older instead of being misread. Zero-initialise the struct.
+ * - A struct the library fills in is passed with its size (sizeof as the
+ *   caller was built). The library writes what it knows and zeroes the rest
+ *   up to that size; its reserved[] words read as zero. Fields added later
+ *   go into the reserved space or past the end, and are flagged in the
+ *   struct's comp_mask, which is 0 in 1.2.
+ * - A handle opened with rdmacm_mux_open_ex() may report event types that
+ *   this header does not list: ignore those.
+ * Check for the calls at build time with RDMACM_MUX_CHECK_VERSION(1, 2, 0)
+ * or pkg-config's version (rdmacm-mux >= 1.2); a program that uses them
+ * needs the RDMACM_MUX_1.2 symbol version, so an older library is refused
+ * by the dynamic linker, not at the first call.
  *
  * Depends on libc only.
  */
@@ -76,6 +100,25 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * The version of this header: the library's, not the daemon's or the
+ * protocol's. Since 1.2 (a header without RDMACM_MUX_VERSION_MAJOR is 1.0
+ * or 1.1). Usable in #if.
+ */
+#define RDMACM_MUX_VERSION_MAJOR 1
+#define RDMACM_MUX_VERSION_MINOR 2
+#define RDMACM_MUX_VERSION_MICRO 0
+/* One number that orders versions: 0x010200 for 1.2.0. */
+#define RDMACM_MUX_VERSION_ENCODE(major, minor, micro)                         \
+	(((major) << 16) | ((minor) << 8) | (micro))
+#define RDMACM_MUX_VERSION                                                     \
+	RDMACM_MUX_VERSION_ENCODE(RDMACM_MUX_VERSION_MAJOR,                    \
+				  RDMACM_MUX_VERSION_MINOR,                    \
+				  RDMACM_MUX_VERSION_MICRO)
+/* True when this header is major.minor.micro or newer. */
+#define RDMACM_MUX_CHECK_VERSION(major, minor, micro)                          \
+	(RDMACM_MUX_VERSION >= RDMACM_MUX_VERSION_ENCODE(major, minor, micro))
 
 /* An open connection to the daemon. Opaque. */
 struct rdmacm_mux;
@@ -92,6 +135,14 @@ struct rdmacm_mux;
  * Since 1.1; a 1.0 library refuses the flag with -EINVAL.
  */
 #define RDMACM_MUX_OPEN_RECONNECT (1u << 1)
+/*
+ * RDMACM_MUX_OPEN_ASYNC: rdmacm_mux_open_ex() returns at once, without
+ * touching the socket; the connection and the handshake happen in
+ * rdmacm_mux_process(), and a RDMACM_MUX_EVENT_CONNECTED event says when
+ * requests can flow. Needs RDMACM_MUX_OPEN_RECONNECT (a daemon that is not
+ * there yet is one that is away). rdmacm_mux_open_ex() only; since 1.2.
+ */
+#define RDMACM_MUX_OPEN_ASYNC (1u << 2)
 
 /* The most requests that may be queued, in flight or answered-but-not-yet
  * collected at any time. One more fails with -ENOBUFS. */
@@ -127,6 +178,15 @@ enum rdmacm_mux_event_type {
 	/* Connected, handshake done and GIDs registered again: requests
 	 * flow. Follows the GID_LOST events of the same reconnection. */
 	RDMACM_MUX_EVENT_RECONNECTED = 3,
+	/* Since 1.2, handles opened with RDMACM_MUX_OPEN_ASYNC: the first
+	 * connection is up, handshake done; requests flow. */
+	RDMACM_MUX_EVENT_CONNECTED = 4,
+	/* Since 1.2, handles opened with rdmacm_mux_open_ex() and
+	 * RDMACM_MUX_OPEN_RECONNECT: a connection attempt failed (the socket
+	 * is not there, the daemon refused or hung up during the handshake,
+	 * or took more than 5 s for it); the next one follows after the
+	 * event's retry_ms. */
+	RDMACM_MUX_EVENT_ATTEMPT_FAILED = 5,
 };
 
 /* Something that happened to the connection, from rdmacm_mux_next_event(). */
@@ -344,11 +404,273 @@ int rdmacm_mux_get_timeout(const struct rdmacm_mux *m, int *ret_timeout_ms);
  *
  * Does no I/O; events are queued by rdmacm_mux_process() and
  * rdmacm_mux_wait(), in order: DISCONNECTED, then zero or more GID_LOST,
- * then RECONNECTED, and so on for each outage. Since 1.1.
+ * then RECONNECTED, and so on for each outage. Since 1.1. A handle opened
+ * with rdmacm_mux_open_ex() also gets an ATTEMPT_FAILED for each failed
+ * attempt (GID_LOST events before one are final all the same), and one
+ * opened with RDMACM_MUX_OPEN_ASYNC starts with ATTEMPT_FAILED events and
+ * a CONNECTED instead of an outage; their other fields are
+ * rdmacm_mux_next_event_ex()'s.
  * Return: 0 and *@ret filled; -EAGAIN when none is waiting (always, without
  * RDMACM_MUX_OPEN_RECONNECT, until the connection fails; then its error).
  */
 int rdmacm_mux_next_event(struct rdmacm_mux *m, struct rdmacm_mux_event *ret);
+
+/* ---- since 1.2: extensible calls (see the top of this file) ---- */
+
+/**
+ * rdmacm_mux_version() - the version of the library that is running
+ *
+ * For logs, and for behaviour that a micro release fixed. Which calls
+ * exist is settled at build time (RDMACM_MUX_CHECK_VERSION, pkg-config) and
+ * by the symbol versions, not by this.
+ * Return: RDMACM_MUX_VERSION_ENCODE(major, minor, micro) of the library.
+ */
+uint32_t rdmacm_mux_version(void);
+
+/* rdmacm_mux_open_attr.comp_mask: the optional fields that are set. */
+#define RDMACM_MUX_OPEN_ATTR_BACKOFF (1u << 0) /* backoff_* */
+
+/* What rdmacm_mux_open_ex() opens. Zero-initialise it. */
+struct rdmacm_mux_open_attr {
+	uint32_t comp_mask; /* RDMACM_MUX_OPEN_ATTR_* */
+	uint32_t flags;	    /* RDMACM_MUX_OPEN_* */
+	const char *socket_path;
+	/* Without RDMACM_MUX_OPEN_ASYNC: limit for connecting plus the
+	 * handshake, negative for none, as rdmacm_mux_open()'s. Ignored
+	 * with it. */
+	int32_t timeout_ms;
+	/* RDMACM_MUX_OPEN_ATTR_BACKOFF (needs RDMACM_MUX_OPEN_RECONNECT):
+	 * as rdmacm_mux_set_reconnect_backoff(), from the first delay on. */
+	uint32_t backoff_initial_ms;
+	uint32_t backoff_max_ms;
+	uint32_t backoff_jitter_percent;
+};
+
+/**
+ * rdmacm_mux_open_ex() - open a handle, perhaps without blocking
+ * @attr: the socket, flags and options
+ * @ret:  the new handle
+ *
+ * Without RDMACM_MUX_OPEN_ASYNC, as rdmacm_mux_open(). With it (and
+ * RDMACM_MUX_OPEN_RECONNECT, which it needs) it never blocks and never
+ * fails for want of a daemon: the handle starts where a reconnecting one is
+ * after a break, minus the DISCONNECTED event. The first attempt is due at
+ * once (the fd is readable), a failed one is reported with
+ * RDMACM_MUX_EVENT_ATTEMPT_FAILED and retried with the backoff, and the
+ * first success with RDMACM_MUX_EVENT_CONNECTED; until then requests fail
+ * with -ENOTCONN. The fd is the epoll fd from the start.
+ *
+ * A handle opened here reports the events of 1.2 (CONNECTED,
+ * ATTEMPT_FAILED) and may report later ones; one from rdmacm_mux_open()
+ * keeps 1.1's set. Since 1.2.
+ * Return: 0, or a negative errno: -EINVAL for a bad argument or flag, or
+ * RDMACM_MUX_OPEN_ASYNC without RDMACM_MUX_OPEN_RECONNECT; -EOPNOTSUPP for
+ * comp_mask bits this library does not know; -ENAMETOOLONG; -ENOMEM; and
+ * without RDMACM_MUX_OPEN_ASYNC rdmacm_mux_open()'s.
+ */
+int rdmacm_mux_open_ex(const struct rdmacm_mux_open_attr *attr,
+		       struct rdmacm_mux **ret);
+
+/* One request for rdmacm_mux_submit(). Zero-initialise it. */
+struct rdmacm_mux_request {
+	uint32_t comp_mask; /* none defined yet: 0 */
+	uint32_t op_code;   /* RDMACM_MUX_OP_CODE_REG, _UNREG, _MAD or
+			     * _CLIENT_STATS */
+	uint64_t user_data; /* anything; handed back with the answer */
+	uint8_t gid[16];    /* REG, UNREG: the GID; MAD: the source GID */
+	const struct rdmacm_mux_mad_addr *addr; /* MAD: the destination */
+	const void *mad;			/* MAD: the MAD */
+	uint32_t mad_len;			/* MAD: 24..256 */
+};
+
+/**
+ * rdmacm_mux_submit() - queue any request, with a value for its answer
+ * @req:        what to ask; its user_data comes back in the answer's
+ * @ret_ticket: the request's ticket, or NULL
+ *
+ * The same as rdmacm_mux_register_gid(), rdmacm_mux_unregister_gid(),
+ * rdmacm_mux_send_mad() or rdmacm_mux_query_stats() with the same
+ * arguments, reconnection semantics included; user_data lets an event loop
+ * find its context from the answer without a table of tickets. The answer
+ * carries user_data in rdmacm_mux_next_response_ex() and
+ * rdmacm_mux_wait_ex(); the 1.0 calls collect it without. Since 1.2.
+ * Return: 0, or a negative errno as the call it stands for; -EINVAL for an
+ * unknown op_code; -EOPNOTSUPP for comp_mask bits this library does not
+ * know.
+ */
+int rdmacm_mux_submit(struct rdmacm_mux *m,
+		      const struct rdmacm_mux_request *req,
+		      uint32_t *ret_ticket);
+
+/* The answer to one request, from rdmacm_mux_next_response_ex() and
+ * rdmacm_mux_wait_ex(). Its layout is the same on every ABI. */
+struct rdmacm_mux_response_ex {
+	uint32_t comp_mask; /* out: fields added after 1.2 that are valid */
+	uint32_t ticket;
+	uint32_t op_code; /* RDMACM_MUX_OP_CODE_* of the request */
+	int32_t error;	  /* 0, or the daemon's verdict as a negative errno */
+	uint64_t user_data; /* rdmacm_mux_submit()'s; 0 for the 1.0 calls */
+	/* CLIENT_STATS answered with error 0: this connection's counters
+	 * (as struct rdmacm_mux_client_stats; ones the daemon did not send
+	 * read as 0). Otherwise 0. */
+	uint64_t tx_mads;
+	uint64_t tx_rejected;
+	uint64_t rx_mads;
+	uint64_t rx_dropped;
+	uint64_t requests;
+	uint32_t gids;
+	uint32_t sessions;
+	uint32_t queued;
+	uint32_t reserved0;
+	uint64_t reserved[8];
+};
+
+/**
+ * rdmacm_mux_next_response_ex() - rdmacm_mux_next_response(), extensible
+ * @ret_size: sizeof(*@ret) as the caller was built
+ *
+ * Since 1.2. Return: as rdmacm_mux_next_response(); -EINVAL for a NULL
+ * @ret or a @ret_size smaller than 1.2's struct.
+ */
+int rdmacm_mux_next_response_ex(struct rdmacm_mux *m,
+				struct rdmacm_mux_response_ex *ret,
+				size_t ret_size);
+
+/**
+ * rdmacm_mux_wait_ex() - rdmacm_mux_wait(), extensible
+ * @ret_size: sizeof(*@ret) as the caller was built
+ *
+ * Since 1.2. Return: as rdmacm_mux_wait(); -EINVAL for a NULL @ret or a
+ * @ret_size smaller than 1.2's struct.
+ */
+int rdmacm_mux_wait_ex(struct rdmacm_mux *m, uint32_t ticket, int timeout_ms,
+		       struct rdmacm_mux_response_ex *ret, size_t ret_size);
+
+/* A MAD the daemon routed to this client, from rdmacm_mux_recv_mad_ex(). */
+struct rdmacm_mux_inbound_ex {
+	uint32_t comp_mask; /* out: fields added after 1.2 that are valid */
+	uint32_t mad_len;   /* bytes used in mad[], 24..256 */
+	uint8_t local_gid[16]; /* our registered GID it was routed by */
+	/* The sender, as the kernel saw it (its ib_mad_addr, a fixed ABI). */
+	struct rdmacm_mux_mad_addr addr;
+	uint8_t mad[RDMACM_MUX_MAD_SIZE];
+	uint32_t reserved0;
+	uint64_t reserved[8];
+};
+
+/**
+ * rdmacm_mux_recv_mad_ex() - rdmacm_mux_recv_mad(), extensible
+ * @ret_size: sizeof(*@ret) as the caller was built
+ *
+ * Since 1.2. Return: as rdmacm_mux_recv_mad(); -EINVAL for a NULL @ret or
+ * a @ret_size smaller than 1.2's struct.
+ */
+int rdmacm_mux_recv_mad_ex(struct rdmacm_mux *m,
+			   struct rdmacm_mux_inbound_ex *ret, size_t ret_size);
+
+/* A connection event, from rdmacm_mux_next_event_ex(). */
+struct rdmacm_mux_event_ex {
+	uint32_t comp_mask; /* out: fields added after 1.2 that are valid */
+	uint32_t type;	    /* RDMACM_MUX_EVENT_*; ignore unknown ones */
+	int32_t error;	    /* DISCONNECTED, ATTEMPT_FAILED: why; GID_LOST:
+			     * the daemon's answer to the REG; else 0 */
+	uint32_t attempts;  /* CONNECTED, RECONNECTED: connection attempts it
+			     * took; ATTEMPT_FAILED: attempts so far */
+	uint8_t gid[16];    /* GID_LOST: the GID; else zero */
+	uint32_t requests_failed; /* DISCONNECTED: requests that completed
+				   * with -ECONNRESET */
+	uint32_t gids_registered; /* RECONNECTED: GIDs registered again */
+	uint32_t gids_failed;	  /* RECONNECTED: GIDs lost (GID_LOST) */
+	/* DISCONNECTED, ATTEMPT_FAILED: milliseconds until the next attempt
+	 * (the backoff delay, jitter included); else -1 */
+	int32_t retry_ms;
+	/* CONNECTED, RECONNECTED: the capabilities the daemon granted (as
+	 * rdmacm_mux_get_capabilities() then); else 0 */
+	uint64_t capabilities;
+	uint64_t reserved[8];
+};
+
+/**
+ * rdmacm_mux_next_event_ex() - rdmacm_mux_next_event(), extensible
+ * @ret_size: sizeof(*@ret) as the caller was built
+ *
+ * The same events in the same order, with more said about each.
+ * Since 1.2. Return: as rdmacm_mux_next_event(); -EINVAL for a NULL @ret
+ * or a @ret_size smaller than 1.2's struct.
+ */
+int rdmacm_mux_next_event_ex(struct rdmacm_mux *m,
+			     struct rdmacm_mux_event_ex *ret, size_t ret_size);
+
+/* rdmacm_mux_info.state */
+enum rdmacm_mux_state {
+	/* Requests flow. */
+	RDMACM_MUX_STATE_CONNECTED = 1,
+	/* RDMACM_MUX_OPEN_RECONNECT: no connection, or one whose handshake
+	 * or re-registration is not done; requests fail with -ENOTCONN. */
+	RDMACM_MUX_STATE_CONNECTING = 2,
+	/* Without RDMACM_MUX_OPEN_RECONNECT: the connection failed for good;
+	 * error says why. */
+	RDMACM_MUX_STATE_BROKEN = 3,
+};
+
+/* A snapshot of the handle, from rdmacm_mux_query_info(). */
+struct rdmacm_mux_info {
+	uint32_t comp_mask; /* out: fields added after 1.2 that are valid */
+	uint32_t state;	    /* RDMACM_MUX_STATE_* */
+	int32_t error;	    /* BROKEN: the connection's error; CONNECTING:
+			     * why the last attempt failed or the connection
+			     * broke, 0 before the first attempt; else 0 */
+	uint32_t attempts;  /* CONNECTING: attempts made in this outage */
+	uint64_t capabilities; /* as rdmacm_mux_get_capabilities() */
+	/* The daemon's quotas for this client, from the last HELLO answer;
+	 * 0 when unknown (base protocol, QEMU's mux) */
+	uint32_t max_gids;
+	uint32_t max_sessions;
+	uint32_t max_queued;
+	uint32_t gids;	   /* RECONNECT: the GIDs a reconnection registers
+			    * again; else 0 */
+	uint32_t requests; /* queued, in flight or answered, not collected */
+	uint32_t inbound;  /* MADs waiting for rdmacm_mux_recv_mad() */
+	uint32_t events;   /* events waiting for rdmacm_mux_next_event() */
+	uint32_t reserved0;
+	uint64_t dropped;    /* as rdmacm_mux_get_dropped() */
+	uint64_t reconnects; /* RECONNECTED events queued since open */
+	uint64_t reserved[8];
+};
+
+/**
+ * rdmacm_mux_query_info() - the handle's state, quotas and counters
+ * @ret_size: sizeof(*@ret) as the caller was built
+ *
+ * Does no I/O. Since 1.2.
+ * Return: 0; -EINVAL for a NULL @m or @ret, or a @ret_size smaller than
+ * 1.2's struct.
+ */
+int rdmacm_mux_query_info(const struct rdmacm_mux *m,
+			  struct rdmacm_mux_info *ret, size_t ret_size);
+
+/* The layouts of 1.2, the same on every ABI (the input structs hold
+ * pointers and follow the ABI). Never change them: grow into reserved[]. */
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_response_ex) == 144,
+			 "rdmacm_mux_response_ex");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_response_ex, user_data) == 16,
+			 "rdmacm_mux_response_ex.user_data");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_response_ex, reserved) == 80,
+			 "rdmacm_mux_response_ex.reserved");
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_inbound_ex) == 392,
+			 "rdmacm_mux_inbound_ex");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_inbound_ex, addr) == 24,
+			 "rdmacm_mux_inbound_ex.addr");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_inbound_ex, reserved) == 328,
+			 "rdmacm_mux_inbound_ex.reserved");
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_event_ex) == 120,
+			 "rdmacm_mux_event_ex");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_event_ex, capabilities) == 48,
+			 "rdmacm_mux_event_ex.capabilities");
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_info) == 136,
+			 "rdmacm_mux_info");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_info, dropped) == 56,
+			 "rdmacm_mux_info.dropped");
 
 /**
  * rdmacm_mux_last_error() - why the last failing call on @m failed
