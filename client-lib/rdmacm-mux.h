@@ -649,6 +649,30 @@ struct rdmacm_mux_info {
 int rdmacm_mux_query_info(const struct rdmacm_mux *m,
 			  struct rdmacm_mux_info *ret, size_t ret_size);
 
+/*
+ * Released layouts: programs built against them run with this library, so
+ * they never change (test-old-clients runs such programs). The 1.0 answer
+ * follows the ABI's alignment of the wire's stats; pinned where it is 8.
+ */
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_inbound) == 320,
+			 "rdmacm_mux_inbound (1.0)");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_inbound, mad_len) == 60,
+			 "rdmacm_mux_inbound.mad_len (1.0)");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_response, error) == 8,
+			 "rdmacm_mux_response.error (1.0)");
+#ifdef RDMACM_MUX_FRAME_SIZE_EXPECTED
+#if RDMACM_MUX_FRAME_SIZE_EXPECTED == 360
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_response) == 72,
+			 "rdmacm_mux_response (1.0)");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_response, stats) == 16,
+			 "rdmacm_mux_response.stats (1.0)");
+#endif
+#endif
+RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_event) == 40,
+			 "rdmacm_mux_event (1.1)");
+RDMACM_MUX_STATIC_ASSERT(offsetof(struct rdmacm_mux_event, gids_failed) == 36,
+			 "rdmacm_mux_event.gids_failed (1.1)");
+
 /* The layouts of 1.2, the same on every ABI (the input structs hold
  * pointers and follow the ABI). Never change them: grow into reserved[]. */
 RDMACM_MUX_STATIC_ASSERT(sizeof(struct rdmacm_mux_response_ex) == 144,
