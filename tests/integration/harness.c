@@ -1186,3 +1186,70 @@ void daemon_wait_output(const Daemon *d, const char *needle, unsigned count)
 		g_usleep(5000);
 	}
 }
+
+Child *child_spawn(const char *name, const char *const *argv, char **envp)
+{
+	g_autoptr(GError) err = NULL;
+	Child *c = g_new0(Child, 1);
+
+	c->name = g_strdup(name);
+	c->buf = g_string_new(NULL);
+	if (!g_spawn_async_with_pipes(NULL, (char **)argv, envp, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+				      NULL, &c->pid, NULL, &c->out, NULL, &err))
+		g_error("spawning %s: %s", argv[0], err->message);
+	return c;
+}
+
+char *child_line(Child *c)
+{
+	gint64 end = g_get_monotonic_time() + HARNESS_CHILD_LINE_MS * 1000;
+
+	for (;;) {
+		char *nl = strchr(c->buf->str, '\n');
+		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
+		char chunk[512];
+		ssize_t n;
+
+		if (nl) {
+			char *line = g_strndup(c->buf->str, (gsize)(nl - c->buf->str));
+
+			g_string_erase(c->buf, 0, nl - c->buf->str + 1);
+			g_test_message("%s: %s", c->name, line);
+			return line;
+		}
+		if (g_get_monotonic_time() >= end)
+			g_error("%s said nothing for %d ms (so far: \"%s\")", c->name,
+				HARNESS_CHILD_LINE_MS, c->buf->str);
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = read(c->out, chunk, sizeof(chunk));
+		if (n <= 0)
+			g_error("%s ended its output before a whole line (\"%s\")", c->name,
+				c->buf->str);
+		g_string_append_len(c->buf, chunk, n);
+	}
+}
+
+char *child_expect(Child *c, const char *prefix)
+{
+	for (;;) {
+		char *line = child_line(c);
+
+		if (g_str_has_prefix(line, prefix))
+			return line;
+		g_free(line);
+	}
+}
+
+int child_wait(Child *c)
+{
+	int status;
+
+	g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
+	g_spawn_close_pid(c->pid);
+	close(c->out);
+	g_string_free(c->buf, TRUE);
+	g_free(c->name);
+	g_free(c);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

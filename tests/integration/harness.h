@@ -305,4 +305,25 @@ unsigned daemon_output_count(const Daemon *d, const char *needle);
  * Return: its exit status (or 128 + signal), or -ETIMEDOUT. */
 int daemon_wait_exit(Daemon *d, int timeout_ms);
 
+/* ---- a program whose output the test reads line by line ---- */
+
+typedef struct Child {
+	char *name;
+	GPid pid;
+	int out; /* its stdout; its stderr goes to the test's */
+	GString *buf;
+} Child;
+
+/* Start @argv (a path, not looked up) with @envp (NULL: the test's). */
+Child *child_spawn(const char *name, const char *const *argv, char **envp);
+/* The next line it prints, without the newline; fail at EOF or when it
+ * prints nothing for HARNESS_CHILD_LINE_MS. Each line is logged. */
+char *child_line(Child *c);
+#define HARNESS_CHILD_LINE_MS 20000
+/* Read lines until one starts with @prefix, and return it. */
+char *child_expect(Child *c, const char *prefix);
+/* Wait for it to exit and free @c. Return: its exit status, or 128 +
+ * the signal that killed it. */
+int child_wait(Child *c);
+
 #endif

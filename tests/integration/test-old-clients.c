@@ -21,10 +21,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "harness.h"
 
@@ -32,7 +29,6 @@ static const char *const versions[] = { "1.0.0", "1.1.0" };
 static char *built[G_N_ELEMENTS(versions)]; /* build-old-client.sh's OUTDIR */
 static char *new_lib_dir;
 
-#define LINE_TIMEOUT_MS 20000
 #define OWN_GID "::ffff:10.0.1.1"
 #define PEER_GID "::ffff:10.0.2.1"
 
@@ -52,81 +48,25 @@ static char **old_env(void)
 	return g_environ_setenv(env, "LD_LIBRARY_PATH", new_lib_dir, TRUE);
 }
 
-/* ---- a child whose output is read line by line ---- */
-
-typedef struct {
-	const char *name;
-	GPid pid;
-	int out;
-	GString *buf;
-} Child;
-
-static Child child_spawn(const char *name, const char *const *argv)
+/* The old programs' output, read by the harness's Child; a "failed:" line
+ * from the probe fails the test at once. */
+static Child *old_spawn(const char *name, const char *const *argv)
 {
 	g_auto(GStrv) env = old_env();
-	g_autoptr(GError) err = NULL;
-	Child c = { .name = name, .buf = g_string_new(NULL) };
 
-	if (!g_spawn_async_with_pipes(NULL, (char **)argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-				      &c.pid, NULL, &c.out, NULL, &err))
-		g_error("spawning %s: %s", argv[0], err->message);
-	return c;
+	return child_spawn(name, argv, env);
 }
 
-/* The next line the child prints; fails the test on EOF or a timeout. */
-static char *child_line(Child *c)
-{
-	gint64 end = g_get_monotonic_time() + LINE_TIMEOUT_MS * 1000;
-
-	for (;;) {
-		char *nl = strchr(c->buf->str, '\n');
-		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
-		char chunk[512];
-		ssize_t n;
-
-		if (nl) {
-			char *line = g_strndup(c->buf->str, (gsize)(nl - c->buf->str));
-
-			g_string_erase(c->buf, 0, nl - c->buf->str + 1);
-			g_test_message("%s: %s", c->name, line);
-			return line;
-		}
-		if (g_get_monotonic_time() >= end)
-			g_error("%s said nothing for %d ms (so far: %s)", c->name, LINE_TIMEOUT_MS,
-				c->buf->str);
-		if (poll(&pfd, 1, 100) <= 0)
-			continue;
-		n = read(c->out, chunk, sizeof(chunk));
-		if (n <= 0)
-			g_error("%s ended its output before a whole line (%s)", c->name,
-				c->buf->str);
-		g_string_append_len(c->buf, chunk, n);
-	}
-}
-
-/* Read lines until one starts with @prefix; a "failed:" line fails. */
-static char *child_expect(Child *c, const char *prefix)
+static void probe_expect(Child *c, const char *prefix)
 {
 	for (;;) {
-		char *line = child_line(c);
+		g_autofree char *line = child_line(c);
 
 		if (g_str_has_prefix(line, prefix))
-			return line;
+			return;
 		if (g_str_has_prefix(line, "failed:"))
 			g_error("%s %s", c->name, line);
-		g_free(line);
 	}
-}
-
-static int child_wait(Child *c)
-{
-	int status;
-
-	g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
-	g_spawn_close_pid(c->pid);
-	close(c->out);
-	g_string_free(c->buf, TRUE);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* ---- symbols ---- */
@@ -266,16 +206,16 @@ static void test_probe(Hosts *h, gconstpointer data)
 	const char *version = data;
 	g_autofree char *prog = g_build_filename(old_dir(version), "old-client", NULL);
 	const char *argv[] = { prog, h->da->socket, OWN_GID, PEER_GID, NULL };
-	Child c = child_spawn("old-client", argv);
+	Child *c = old_spawn("old-client", argv);
 
-	g_free(child_expect(&c, "registered"));
-	g_free(child_expect(&c, "sent"));
+	probe_expect(c, "registered");
+	probe_expect(c, "sent");
 	peer_answers_req(h, 0x5e55);
-	g_free(child_expect(&c, "received REP"));
-	g_free(child_expect(&c, "stats tx=1 rx=1 gids=1"));
-	check_loaded(&c);
-	g_free(child_expect(&c, "done"));
-	g_assert_cmpint(child_wait(&c), ==, 0);
+	probe_expect(c, "received REP");
+	probe_expect(c, "stats tx=1 rx=1 gids=1");
+	check_loaded(c);
+	probe_expect(c, "done");
+	g_assert_cmpint(child_wait(c), ==, 0);
 }
 
 static void test_probe_reconnect(Hosts *h, gconstpointer data)
@@ -283,25 +223,25 @@ static void test_probe_reconnect(Hosts *h, gconstpointer data)
 	const char *version = data;
 	g_autofree char *prog = g_build_filename(old_dir(version), "old-client", NULL);
 	const char *argv[] = { prog, h->da->socket, OWN_GID, PEER_GID, "reconnect", NULL };
-	Child c = child_spawn("old-client", argv);
+	Child *c = old_spawn("old-client", argv);
 	uint8_t own[IB_GID_LEN], mad[256];
 
-	g_free(child_expect(&c, "registered"));
+	probe_expect(c, "registered");
 	peer_answers_req(h, 0x5e56);
-	g_free(child_expect(&c, "received REP"));
-	g_free(child_expect(&c, "restart the daemon"));
+	probe_expect(c, "received REP");
+	probe_expect(c, "restart the daemon");
 	daemon_kill(h->da);
 	daemon_restart(h->da);
-	g_free(child_expect(&c, "event 1")); /* DISCONNECTED */
-	g_free(child_expect(&c, "event 3")); /* RECONNECTED, its GID again */
+	probe_expect(c, "event 1"); /* DISCONNECTED */
+	probe_expect(c, "event 3"); /* RECONNECTED, its GID again */
 	/* It is reachable again: a new REQ from the peer gets to it. */
 	gid_parse(OWN_GID, own);
 	mad_build_req(mad, 0x5e57, h->peer->gid, own, 3);
 	g_assert_cmpint(vm_send(h->peer, own, mad), ==, 0);
-	g_free(child_expect(&c, "received REQ"));
-	check_loaded(&c);
-	g_free(child_expect(&c, "done"));
-	g_assert_cmpint(child_wait(&c), ==, 0);
+	probe_expect(c, "received REQ");
+	check_loaded(c);
+	probe_expect(c, "done");
+	g_assert_cmpint(child_wait(c), ==, 0);
 }
 
 /* 1.0.0's own example: it serves today's pingpong, and connects to it. */
@@ -320,22 +260,20 @@ static void test_pingpong(Hosts *h, gconstpointer data)
 	const char *const *runs[2][2] = { { serve_old, connect_new }, { serve_new, connect_old } };
 
 	for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
-		Child server = child_spawn(i ? "new-server" : "old-server", runs[i][0]);
-		Child client;
+		Child *server = old_spawn(i ? "new-server" : "old-server", runs[i][0]);
+		Child *client;
 
-		g_free(child_expect(&server, "["));  /* "[name] registered GID" */
-		client = child_spawn(i ? "old-client" : "new-client", runs[i][1]);
-		g_free(child_expect(&client, "[")); /* registered */
-		{
-			g_autofree char *line = NULL;
+		g_free(child_expect(server, "[")); /* "[name] registered GID" */
+		client = old_spawn(i ? "old-client" : "new-client", runs[i][1]);
+		g_free(child_expect(client, "[")); /* registered */
+		for (;;) {
+			g_autofree char *line = child_line(client);
 
-			do {
-				g_free(line);
-				line = child_line(&client);
-			} while (!strstr(line, "closed"));
+			if (strstr(line, "closed"))
+				break;
 		}
-		g_assert_cmpint(child_wait(&client), ==, 0);
-		g_assert_cmpint(child_wait(&server), ==, 0);
+		g_assert_cmpint(child_wait(client), ==, 0);
+		g_assert_cmpint(child_wait(server), ==, 0);
 	}
 }
 
