@@ -4,7 +4,8 @@
  * headers, its library), never against the source tree. Calls the library
  * for real (rdmacm_mux_open() on a path with no daemon must fail with
  * -ENOENT and say why) and prints the librdmacm-mux it was loaded from, so
- * that the test can check it is the installed copy.
+ * that the test can check it is the installed copy, and the version its
+ * header and the library say, for the test to compare with the .pc's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("open: %s\n", rdmacm_mux_last_error(NULL));
+	printf("header: %d.%d.%d\n", RDMACM_MUX_VERSION_MAJOR, RDMACM_MUX_VERSION_MINOR,
+	       RDMACM_MUX_VERSION_MICRO);
+	printf("library: %u.%u.%u\n", rdmacm_mux_version() >> 16,
+	       (rdmacm_mux_version() >> 8) & 0xff, rdmacm_mux_version() & 0xff);
 
 	maps = fopen("/proc/self/maps", "re");
 	if (!maps)

@@ -52,6 +52,7 @@ where 'sbin/rdmacm-mux' "the daemon"
 sbindir=$(dirname "$hit")
 where 'librdmacm-mux\.so\.1\.[0-9.]*' "the library"
 libdir=$(dirname "$hit")
+lib_file_version=${hit##*/librdmacm-mux.so.}
 for link in librdmacm-mux.so.1 librdmacm-mux.so; do
 	[[ -L $dest$libdir/$link ]] || fail "$libdir/$link is missing"
 done
@@ -96,6 +97,12 @@ for page in $MAN_PAGES; do
 	where "man[0-9]/${page//./\\.}" "man page $page"
 	[[ -s $dest$hit ]] || fail "man page $hit is empty"
 done
+if [[ " $MAN_PAGES " == *" librdmacm-mux.3 "* ]]; then
+	# man rdmacm_mux_open_ex finds librdmacm-mux(3).
+	where 'man3/rdmacm_mux_open_ex\.3' "the page name of a 1.2 call"
+	grep -qx '.so man3/librdmacm-mux.3' "$dest$hit" ||
+		fail "$hit does not point at librdmacm-mux(3)"
+fi
 
 # The installed units start the installed daemon.
 for u in rdmacm-mux.service rdmacm-mux@.service; do
@@ -127,3 +134,13 @@ loaded=$(sed -n 's/^loaded: //p' <<<"$out")
 [[ $loaded == "$dest$libdir/"librdmacm-mux.so* ]] ||
 	fail "the program loaded '$loaded', not the installed library"
 echo "ok: it ran against the installed library"
+
+# One version everywhere: the .pc's (what a build system checks), the
+# header's macros, the running library's and the .so's file name.
+modversion=$(pkg-config --modversion rdmacm-mux)
+header=$(sed -n 's/^header: //p' <<<"$out")
+library=$(sed -n 's/^library: //p' <<<"$out")
+[[ $modversion == "$header" && $modversion == "$library" && $modversion == "$lib_file_version" ]] ||
+	fail "versions differ: pkg-config $modversion, header $header, library $library, file $lib_file_version"
+pkg-config --atleast-version=1.2 rdmacm-mux || fail "pkg-config: rdmacm-mux $modversion is not >= 1.2"
+echo "ok: rdmacm-mux.pc, rdmacm-mux.h, rdmacm_mux_version() and the .so say $modversion"
