@@ -255,6 +255,23 @@ write("client-lib", "handshake-grant",
       + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REQ", 1, dest=G_LOCAL1), grh=1))
 write("client-lib", "handshake-old-mux", b"\1" + frame(1, HELLO, err=1))
 write("client-lib", "handshake-short", b"\1" + frame(1, HELLO, payload=hello(), umad_len=8))
+# 1.2: collected with the _ex calls (byte 0 bit 2), requests through
+# rdmacm_mux_submit() (step bit 3), and the handshake of an ASYNC handle
+# (byte 0 bit 1).
+EX = 0x08
+write("client-lib", "ex-responses-user-data",
+      b"\4" + bytes([SUB_REG | EX, SUB_UNREG, SUB_MAD | EX]) + chunks(
+          frame(1, REG, err=0) + frame(1, UNREG, err=4)
+          + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REP", 3, 4), grh=1, dgid=G_PEER)
+          + frame(1, MADOP, err=-5)))
+write("client-lib", "ex-wait",
+      b"\4" + bytes([SUB_REG | EX, SUB_REG, SUB_WAIT | EX]) + chunks(frame(1, REG) + frame(1, UNREG)))
+write("client-lib", "async-grant",
+      b"\2" + frame(1, HELLO, payload=hello(), umad_len=32)
+      + frame(0, MADOP, sgid=G_LOCAL1, payload=mad("REQ", 1, dest=G_LOCAL1), grh=1))
+write("client-lib", "async-old-mux", b"\2" + frame(1, HELLO, err=1))
+write("client-lib", "async-refused", b"\2" + frame(1, HELLO, err=-13))
+write("client-lib", "async-short", b"\2" + frame(1, HELLO, payload=hello(), umad_len=8))
 
 
 # ---- handoff: the golden state files, whole and broken ----
