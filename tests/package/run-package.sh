@@ -3,7 +3,7 @@
 #
 # meson's wrapper around scripts/package.sh: SKIP (77) when the packaging
 # tools are not installed (scripts/setup.sh installs them), otherwise
-# package.sh's own verdict.
+# package.sh's own verdict, then check-dev.sh's on the library packages.
 # usage: run-package.sh PACKAGE_SH OUTDIR
 set -eu
 for t in dpkg-buildpackage dh lintian; do
@@ -12,4 +12,5 @@ for t in dpkg-buildpackage dh lintian; do
 		exit 77
 	fi
 done
-exec "$1" "$2"
+"$1" "$2"
+exec "$(dirname "$0")/check-dev.sh" "$2"
