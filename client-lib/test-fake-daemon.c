@@ -219,13 +219,26 @@ void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps)
 
 /* Accept the library's next connection and answer its HELLO with no
  * capabilities, as the daemon does. */
-int srv_accept_greeted(Fixture *f, uint8_t *req)
+int srv_accept_granting(Fixture *f, uint8_t *req, uint64_t caps)
 {
 	int fd = srv_accept(f);
 
 	srv_expect_hello(fd, req);
-	srv_answer_hello(fd, req, 0);
+	srv_answer_hello(fd, req, caps);
 	return fd;
+}
+
+int srv_accept_greeted(Fixture *f, uint8_t *req)
+{
+	return srv_accept_granting(f, req, 0);
+}
+
+void script_grant_errno_and_unknown(Fixture *f)
+{
+	uint8_t req[GOLD_FRAME_SIZE];
+	int fd = srv_accept_granting(f, req, 1ull | 1ull << 40);
+
+	srv_wait_eof(fd);
 }
 
 /* An inbound MAD as the daemon routes it: REQ/MAD, sgid = our GID. */
@@ -379,4 +392,23 @@ void srv_expect_back_with(Fixture *f, const uint8_t gid[16])
 
 	srv_expect_reg(fd, gid, 0);
 	srv_expect_eof(fd);
+}
+
+void pump_once(struct rdmacm_mux *m, gboolean use_timeout)
+{
+	struct pollfd pfd = {
+		.fd = rdmacm_mux_get_fd(m),
+		.events = rdmacm_mux_get_events(m),
+	};
+	int timeout;
+
+	g_assert_cmpint(rdmacm_mux_get_timeout(m, &timeout), ==, 0);
+	if (use_timeout) {
+		if (timeout < 0 || timeout > 1000)
+			timeout = 1000;
+		g_assert_cmpint(poll(&pfd, 1, timeout), >=, 0);
+	} else {
+		g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+	}
+	g_assert_cmpint(rdmacm_mux_process(m), >=, 0);
 }

@@ -70,9 +70,12 @@ void srv_expect_reg(int fd, const uint8_t *gid, int32_t err);
 void srv_expect_hello(int fd, uint8_t *req);
 /* Grant @caps, with the quotas 8 GIDs, 100 sessions, 64 frames. */
 void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps);
-/* Accept the library's next connection and answer its HELLO with no
- * capabilities, as the daemon does. */
+/* Accept the library's next connection and answer its HELLO with @caps
+ * granted, or with none, as the daemon does. */
+int srv_accept_granting(Fixture *f, uint8_t *req, uint64_t caps);
 int srv_accept_greeted(Fixture *f, uint8_t *req);
+/* A script: grant ERRNO and a bit nobody asked for, then wait for EOF. */
+void script_grant_errno_and_unknown(Fixture *f);
 /* The daemon is gone: no socket file, nothing listening. */
 void srv_stop_listening(Fixture *f);
 /* A new daemon on the same path. */
@@ -108,6 +111,11 @@ struct rdmacm_mux *open_base(Fixture *f);
 int wait_ok(struct rdmacm_mux *m, uint32_t ticket);
 /* Register @gid and wait: the daemon must accept it. */
 void register_ok(struct rdmacm_mux *m, const uint8_t gid[16]);
+
+/* One turn of a reconnecting handle's event loop: wait (with @use_timeout
+ * for rdmacm_mux_get_timeout(), as an sd-bus style caller does; without,
+ * for the fd alone, which must then wake up by itself), then process. */
+void pump_once(struct rdmacm_mux *m, gboolean use_timeout);
 
 /* poll + process until @cond holds, as an event-loop caller would. */
 #define PROCESS_UNTIL(m, cond)                                                 \

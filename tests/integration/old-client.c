@@ -58,6 +58,29 @@ static void wait_ok(uint32_t ticket, const char *what)
 		die(what, resp.error);
 }
 
+/* One turn of the event loop: poll up to 100 ms, then process. @waited
+ * adds up the turns; past @limit_ms the probe gives up waiting for @what. */
+static void turn(int *waited, int limit_ms, const char *what)
+{
+	struct pollfd pfd = { rdmacm_mux_get_fd(m), rdmacm_mux_get_events(m), 0 };
+	int timeout = 100, r;
+
+#ifdef RDMACM_MUX_OPEN_RECONNECT
+	if (rdmacm_mux_get_timeout(m, &timeout) < 0)
+		die("get_timeout", -EINVAL);
+	if (timeout < 0 || timeout > 100)
+		timeout = 100;
+#endif
+	if (*waited >= limit_ms)
+		die(what, -ETIMEDOUT);
+	if (poll(&pfd, 1, timeout) < 0)
+		die("poll", -errno);
+	*waited += 100;
+	r = rdmacm_mux_process(m);
+	if (r < 0 && r != -ENOBUFS)
+		die("process", r);
+}
+
 /* Poll, process and take the next inbound MAD, which must be @attr from
  * @peer to @own; a REP must answer our REQ. */
 static void expect_mad(const uint8_t own[16], const uint8_t peer[16], uint16_t attr)
@@ -65,18 +88,8 @@ static void expect_mad(const uint8_t own[16], const uint8_t peer[16], uint16_t a
 	struct rdmacm_mux_inbound in;
 	int waited = 0, r;
 
-	while ((r = rdmacm_mux_recv_mad(m, &in)) == -EAGAIN) {
-		struct pollfd pfd = { rdmacm_mux_get_fd(m), rdmacm_mux_get_events(m), 0 };
-
-		if (waited >= TIMEOUT_MS)
-			die("no MAD came", -ETIMEDOUT);
-		if (poll(&pfd, 1, 100) < 0)
-			die("poll", -errno);
-		waited += 100;
-		r = rdmacm_mux_process(m);
-		if (r < 0 && r != -ENOBUFS)
-			die("process", r);
-	}
+	while ((r = rdmacm_mux_recv_mad(m, &in)) == -EAGAIN)
+		turn(&waited, TIMEOUT_MS, "no MAD came");
 	if (r < 0)
 		die("recv_mad", r);
 	if (memcmp(in.local_gid, own, 16) || memcmp(in.addr.gid, peer, 16))
@@ -96,23 +109,8 @@ static void expect_event(uint32_t type)
 	struct rdmacm_mux_event ev;
 	int waited = 0, r;
 
-	while ((r = rdmacm_mux_next_event(m, &ev)) == -EAGAIN) {
-		struct pollfd pfd = { rdmacm_mux_get_fd(m), POLLIN, 0 };
-		int timeout;
-
-		if (waited >= 3 * TIMEOUT_MS)
-			die("no event came", -ETIMEDOUT);
-		if (rdmacm_mux_get_timeout(m, &timeout) < 0)
-			die("get_timeout", -EINVAL);
-		if (timeout < 0 || timeout > 100)
-			timeout = 100;
-		if (poll(&pfd, 1, timeout) < 0)
-			die("poll", -errno);
-		waited += 100;
-		r = rdmacm_mux_process(m);
-		if (r < 0 && r != -ENOBUFS)
-			die("process", r);
-	}
+	while ((r = rdmacm_mux_next_event(m, &ev)) == -EAGAIN)
+		turn(&waited, 3 * TIMEOUT_MS, "no event came");
 	if (r < 0)
 		die("next_event", r);
 	if (ev.type != type)
