@@ -219,6 +219,13 @@ void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps)
 
 /* Accept the library's next connection and answer its HELLO with no
  * capabilities, as the daemon does. */
+void srv_answer_bad_magic(int fd, uint8_t *req)
+{
+	gold_put_u32(req, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
+	gold_put_u32(req + GOLD_OFF_MAD, GOLD_HELLO_MAGIC, 0xdeadbeef);
+	srv_write(fd, req, GOLD_FRAME_SIZE);
+}
+
 int srv_accept_granting(Fixture *f, uint8_t *req, uint64_t caps)
 {
 	int fd = srv_accept(f);
@@ -264,6 +271,14 @@ void build_inbound(uint8_t *b, const uint8_t *local_gid, int32_t len,
 		mad_set_local(mad, tag);
 	if (len > 0 && len <= GOLD_MAD_SIZE)
 		mad[len - 1] ^= 0x5a;
+}
+
+void srv_send_inbound(int fd, const uint8_t *local_gid, int32_t len, uint32_t tag)
+{
+	uint8_t b[GOLD_FRAME_SIZE];
+
+	build_inbound(b, local_gid, len, tag);
+	srv_write(fd, b, sizeof(b));
 }
 
 void check_inbound(const struct rdmacm_mux_inbound *in,

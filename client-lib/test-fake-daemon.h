@@ -70,6 +70,8 @@ void srv_expect_reg(int fd, const uint8_t *gid, int32_t err);
 void srv_expect_hello(int fd, uint8_t *req);
 /* Grant @caps, with the quotas 8 GIDs, 100 sessions, 64 frames. */
 void srv_answer_hello(int fd, const uint8_t *req, uint64_t caps);
+/* Answer the HELLO in @req (and overwrite it) with the wrong magic. */
+void srv_answer_bad_magic(int fd, uint8_t *req);
 /* Accept the library's next connection and answer its HELLO with @caps
  * granted, or with none, as the daemon does. */
 int srv_accept_granting(Fixture *f, uint8_t *req, uint64_t caps);
@@ -94,6 +96,8 @@ void expect_gid_request(const uint8_t *got, uint32_t op, const uint8_t *gid);
  * bytes of MAD tagged with @tag (its local comm id). */
 void build_inbound(uint8_t *b, const uint8_t *local_gid, int32_t len,
 		   uint32_t tag);
+/* Write what build_inbound() builds. */
+void srv_send_inbound(int fd, const uint8_t *local_gid, int32_t len, uint32_t tag);
 /* @in is what build_inbound() built. */
 void check_inbound(const struct rdmacm_mux_inbound *in,
 		   const uint8_t *local_gid, uint32_t len, uint32_t tag);

@@ -322,9 +322,7 @@ static void script_async_hostile(Fixture *f)
 
 	fd = srv_accept(f);
 	srv_expect_hello(fd, req);
-	gold_put_u32(req, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
-	gold_put_u32(req + GOLD_OFF_MAD, GOLD_HELLO_MAGIC, 0xdeadbeef);
-	srv_write(fd, req, sizeof(req));
+	srv_answer_bad_magic(fd, req);
 	srv_expect_eof(fd);
 
 	/* An answer to another question. */
@@ -339,12 +337,7 @@ static void script_async_hostile(Fixture *f)
 	 * answer: the MAD is queued, the handshake goes on. */
 	fd = srv_accept(f);
 	srv_expect_hello(fd, req);
-	{
-		uint8_t in[GOLD_FRAME_SIZE];
-
-		build_inbound(in, gid_c, 64, 5);
-		srv_write(fd, in, sizeof(in));
-	}
+	srv_send_inbound(fd, gid_c, 64, 5);
 	srv_answer_hello(fd, req, 2);
 	srv_expect_eof(fd);
 }
@@ -542,14 +535,12 @@ typedef struct {
 
 static void script_two_mads(Fixture *f)
 {
-	uint8_t req[GOLD_FRAME_SIZE], in[GOLD_FRAME_SIZE];
+	uint8_t req[GOLD_FRAME_SIZE];
 	int fd = srv_accept(f);
 
 	srv_read_frame(fd, req);
-	build_inbound(in, gid_a, 256, 1);
-	srv_write(fd, in, sizeof(in));
-	build_inbound(in, gid_b, 24, 2);
-	srv_write(fd, in, sizeof(in));
+	srv_send_inbound(fd, gid_a, 256, 1);
+	srv_send_inbound(fd, gid_b, 24, 2);
 	srv_answer(fd, req, 0);
 	srv_wait_eof(fd);
 }

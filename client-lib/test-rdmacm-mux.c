@@ -167,9 +167,7 @@ static void script_hello_refused(Fixture *f)
 	/* Second connection: a reply with the wrong magic. */
 	fd = srv_accept(f);
 	srv_expect_hello(fd, req);
-	gold_put_u32(req, GOLD_OFF_MSG_TYPE, GOLD_MSG_RESP);
-	gold_put_u32(req + GOLD_OFF_MAD, GOLD_HELLO_MAGIC, 0xdeadbeef);
-	srv_write(fd, req, sizeof(req));
+	srv_answer_bad_magic(fd, req);
 	srv_wait_eof(fd);
 }
 
