@@ -4,12 +4,13 @@
  * and the session table in memfds, every client socket in the service
  * manager's fd store, taking all of it over at start (converting another
  * version's), the answers owed to clients, the crash-loop guard, and the
- * planned hand-off at SIGTERM. A crash then costs at most the MADs in
- * flight, every request a client waits on whose MAD a sender had, or
- * that was read and not handled while its reading waited, is answered by
- * the successor,
- * and a planned restart or upgrade answers every request it took in
- * (those it did not handle with EAGAIN); no client sees its socket close.
+ * planned hand-off at SIGTERM.
+ *
+ * What a crash costs: at most the MADs in flight. Every request a client
+ * waits on is answered by the successor, whether a sender had its MAD or
+ * it was read and not handled while the client's reading was paused. A
+ * planned restart or upgrade answers every request it took in (those it
+ * did not handle with EAGAIN), and no client sees its socket close.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -218,16 +218,6 @@ int client_next_frame(Client *c, struct rdmacm_mux_msg **frame)
 	return 1;
 }
 
-int client_read_frame(Client *c, struct rdmacm_mux_msg *out)
-{
-	struct rdmacm_mux_msg *frame;
-	int e = client_next_frame(c, &frame);
-
-	if (e == 1)
-		memcpy(out, frame, FRAME_SIZE);
-	return e;
-}
-
 bool client_has_partial_input(const Client *c)
 {
 	return c->in_len > c->in_off || c->in_cut;
@@ -355,11 +345,6 @@ bool client_has_output(Client *c)
 	 * read before them, and QEMU reads its answer first. */
 	return c->out_src != 0 || client_ready_responses(c) > 0 ||
 	       (c->mad.len > 0 && c->resp.reserved == 0);
-}
-
-int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m)
-{
-	return frame_queue_push(&c->mad, m, false);
 }
 
 int client_queue_mad_slot(Client *c, struct rdmacm_mux_msg **slot)

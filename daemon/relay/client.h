@@ -81,27 +81,22 @@ void client_init(Client *c, int fd, uint32_t max_queued, uint32_t max_pending);
 void client_deinit(Client *c);
 
 /**
- * client_read_frame() - the next whole frame from the socket.
- * Return: 1 with @out filled; 0 when no whole frame is available now;
+ * client_next_frame() - the next whole frame from the socket: *@frame
+ * points into @c's input buffer, and stays valid until the next call of
+ * client_next_frame() or client_fill_input() on @c, or @c's end; the
+ * caller may change it (a response is built over its request). The
+ * relay's path for every frame a client sends.
+ * Return: 1 with *@frame set; 0 when no whole frame is available now;
  * -EPIPE at end of stream (client_has_partial_input() tells whether a
  * frame was cut short); another negative errno on a socket error.
- */
-int client_read_frame(Client *c, struct rdmacm_mux_msg *out);
-/**
- * client_next_frame() - client_read_frame() without the copy: *@frame
- * points into @c's input buffer, and stays valid until the next call of
- * client_next_frame(), client_read_frame() or client_fill_input() on @c,
- * or @c's end; the caller may change it (a response is built over its
- * request). The relay's path for every frame a client sends.
- * Return: as client_read_frame().
  */
 int client_next_frame(Client *c, struct rdmacm_mux_msg **frame);
 /**
  * client_fill_input() - read from the socket unless a whole frame is
- * buffered already; client_read_frame() does this when it needs to, the
+ * buffered already; client_next_frame() does this when it needs to, the
  * relay ahead of time to see several clients' frames at once.
  * Return: 0 (whatever was read, possibly nothing), or the error
- * client_read_frame() will return once the buffered frames are used up.
+ * client_next_frame() will return once the buffered frames are used up.
  */
 int client_fill_input(Client *c);
 /* True when part of a frame is buffered (a cut-off frame at EOF). */
@@ -131,8 +126,6 @@ int client_reserve_response(Client *c, uint64_t *token);
 void client_fill_response(Client *c, uint64_t token, const struct rdmacm_mux_msg *m);
 /* Whether any frame may be written now. */
 bool client_has_output(Client *c);
-/* Queue an inbound MAD. Return: 0, or -ENOBUFS when the queue is full. */
-int client_queue_mad(Client *c, const struct rdmacm_mux_msg *m);
 /**
  * client_queue_mad_slot() - queue an inbound MAD that the caller writes
  * into *@slot, whole, before anything else touches @c (the relay builds

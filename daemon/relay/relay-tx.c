@@ -654,7 +654,7 @@ void relay_tx_warm_ready(Relay *r, const struct epoll_event *evs, int n)
 
 		if (!c || !(evs[i].events & EPOLLIN) || c->reading_paused)
 			continue;
-		/* an error is kept for client_read_frame(), after the frames */
+		/* an error is kept for client_next_frame(), after the frames */
 		(void)client_fill_input(&c->conn);
 		if (client_take_refill(&c->conn))
 			relay_tx_warm_collect(k, c);

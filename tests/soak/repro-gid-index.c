@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reproducer for the soak's finding F2: a GID at port table index 256 or
- * more. A umad address carries gid_index in 8 bits; relay_send_mad() stores
- * the index from gid_table_find() with a (uint8_t) cast, so a client whose
- * GID sits at index 258 sends with the source GID at index 2, which belongs
- * to another client (soft-RoCE's table has 1024 entries). The receiving side
- * sees the wrong sender, and answers go to the other client.
+ * more. A umad address carries gid_index in 8 bits; the relay stored the
+ * index from gid_table_find() there with a (uint8_t) cast, so a client
+ * whose GID sits at index 258 sent with the source GID at index 2, which
+ * belongs to another client (soft-RoCE's table has 1024 entries): the
+ * receiving side saw the wrong sender, and answers went to the other
+ * client. The TX path's addressing (relay_tx_address(),
+ * daemon/relay/relay-tx.c) now refuses an index the header cannot carry.
  *
  * A fabric whose simA port has 300 GIDs (::ffff:10.1.x.y for x.y = 0..299);
  * a1 registers the one at index 258 (::ffff:10.1.1.2), b1 on simB receives
