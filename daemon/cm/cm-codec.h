@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h" /* GID_LEN */
+
 #define CM_MGMT_CLASS 0x07
 #define CM_CLASS_VERSION 2
 #define CM_METHOD_SEND 0x03
@@ -22,8 +24,6 @@
 #define MAD_LEN 256
 /* Every CM MAD goes to QP1 with the well-known GSI Q_Key. */
 #define CM_QP1_QKEY 0x80010000u
-/* A GID: 16 bytes, network order, everywhere in the daemon. */
-#define GID_LEN 16
 
 typedef enum CmAttr {
 	CM_ATTR_CLASS_PORT_INFO = 0x0001,

@@ -29,7 +29,6 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
-#include "cm-codec.h"	      /* GID_LEN */
 #include "rdmacm-mux-bytes.h" /* get_be16() and friends, for MAD fields */
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -44,6 +43,9 @@ static inline void close_fdp(int *fd)
 		errno = saved;
 	}
 }
+/* A GID: 16 bytes, network order, everywhere in the daemon. */
+#define GID_LEN 16
+
 /* An fd closed when it goes out of scope; -1 means "no fd". */
 #define _cleanup_fd_ __attribute__((cleanup(close_fdp)))
 

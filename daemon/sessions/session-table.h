@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cm-codec.h" /* GID_LEN */
+#include "util.h" /* GID_LEN */
 
 /*
  * The values of SessionState and SessionTimer are stored in the session

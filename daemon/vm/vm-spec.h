@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cm-codec.h" /* GID_LEN */
+#include "util.h" /* GID_LEN */
 
 /* A VM's name: 1..VM_NAME_MAX of [A-Za-z0-9_.+-], not starting with '.'
  * or '-'. It is a file name (NAME.sock, NAME.conf) and a name in the
