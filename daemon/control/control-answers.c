@@ -424,12 +424,6 @@ void control_answer_sessions(Relay *relay, const ControlConfig *cfg, GString *ou
 
 /* ---- counters ---- */
 
-#define COUNTER_FIELDS(X)                                                                     \
-	X(requests) X(reg_ok) X(reg_refused) X(unreg_ok) X(unreg_refused) X(bad_frames)      \
-	X(truncated_frames) X(clients_accepted) X(clients_refused) X(clients_dropped)        \
-	X(sessions_created) X(sessions_expired) X(recv_errors) X(handoff_guard_trips)          \
-	X(handoff_items_dropped) X(handoff_owed_answered)
-
 void control_answer_counters(Relay *relay, GString *out, bool json)
 {
 	const RelayCounters *k = relay_counters(relay);
@@ -455,8 +449,8 @@ void control_answer_counters(Relay *relay, GString *out, bool json)
 		for (int i = 0; i < TX_REJECT_COUNT; i++)
 			json_u64(&j, relay_tx_reject_name((TxReject)i), k->tx_reject[i]);
 		json_end_object(&j);
-#define X(f) json_u64(&j, #f, k->f);
-		COUNTER_FIELDS(X)
+#define X(f, metric, label, value, help) json_u64(&j, #f, k->f);
+		RELAY_COUNTERS(X)
 #undef X
 		json_u64(&j, "sessions_live", relay_session_count(relay));
 		json_end_object(&j);
@@ -477,8 +471,8 @@ void control_answer_counters(Relay *relay, GString *out, bool json)
 		g_string_append_printf(out, "%-18s %12" PRIu64 "\n", relay_tx_reject_name((TxReject)i),
 				       k->tx_reject[i]);
 	g_string_append(out, "\nOTHER\n");
-#define X(f) g_string_append_printf(out, "%-21s %9" PRIu64 "\n", #f, k->f);
-	COUNTER_FIELDS(X)
+#define X(f, metric, label, value, help) g_string_append_printf(out, "%-21s %9" PRIu64 "\n", #f, k->f);
+	RELAY_COUNTERS(X)
 #undef X
 	g_string_append_printf(out, "%-18s %12u\n", "sessions_live",
 			       relay_session_count(relay));

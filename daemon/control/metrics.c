@@ -5,10 +5,9 @@
  * (0.0.4) they are written in.
  *
  * Why the daemon writes the page itself rather than rdmacm-muxctl
- * converting the JSON of "counters" and "status": the names live next to
- * the counters they show, so there is one source of truth (a counter added
- * to RelayCounters does not build until it has a name here, see the
- * static assertion below); nothing is parsed and re-printed on the way;
+ * converting the JSON of "counters" and "status": the names are defined
+ * with the counters they show (relay-counters.h), so there is one source
+ * of truth; nothing is parsed and re-printed on the way;
  * rdmacm-muxctl stays a libc-only pipe with no JSON parser; and anything
  * that speaks the control socket gets the same page.
  *
@@ -58,58 +57,10 @@ typedef struct MetricsCounterRow {
 	const char *help;
 } MetricsCounterRow;
 
-static const MetricsCounterRow metrics_counter_rows[] = {
-	{ "rdmacm_mux_requests_total", NULL, NULL, offsetof(RelayCounters, requests),
-	  "Frames the clients sent, good or bad." },
-	{ "rdmacm_mux_gid_registrations_total", "result", "ok", offsetof(RelayCounters, reg_ok),
-	  "GID registrations (REG) by the clients, by result." },
-	{ "rdmacm_mux_gid_registrations_total", "result", "refused",
-	  offsetof(RelayCounters, reg_refused), NULL },
-	{ "rdmacm_mux_gid_unregistrations_total", "result", "ok", offsetof(RelayCounters, unreg_ok),
-	  "GID unregistrations (UNREG) by the clients, by result." },
-	{ "rdmacm_mux_gid_unregistrations_total", "result", "refused",
-	  offsetof(RelayCounters, unreg_refused), NULL },
-	{ "rdmacm_mux_bad_frames_total", NULL, NULL, offsetof(RelayCounters, bad_frames),
-	  "Frames of a type or operation the daemon does not know." },
-	{ "rdmacm_mux_truncated_frames_total", NULL, NULL, offsetof(RelayCounters, truncated_frames),
-	  "Clients that went away in the middle of a frame." },
-	{ "rdmacm_mux_client_connections_total", "result", "accepted",
-	  offsetof(RelayCounters, clients_accepted),
-	  "Connections to the main socket, by result (refused: over --max-clients or "
-	  "--max-clients-per-uid)." },
-	{ "rdmacm_mux_client_connections_total", "result", "refused",
-	  offsetof(RelayCounters, clients_refused), NULL },
-	{ "rdmacm_mux_clients_dropped_total", NULL, NULL, offsetof(RelayCounters, clients_dropped),
-	  "Clients the daemon disconnected: write errors, too many bad frames, no GID "
-	  "registered in time." },
-	{ "rdmacm_mux_sessions_created_total", NULL, NULL, offsetof(RelayCounters, sessions_created),
-	  "CM sessions and SIDR queries created." },
-	{ "rdmacm_mux_sessions_expired_total", NULL, NULL, offsetof(RelayCounters, sessions_expired),
-	  "CM sessions and SIDR queries removed by their timer." },
-	{ "rdmacm_mux_umad_recv_errors_total", NULL, NULL, offsetof(RelayCounters, recv_errors),
-	  "Reads of the umad device that failed." },
-	{ "rdmacm_mux_handoff_guard_trips_total", NULL, NULL,
-	  offsetof(RelayCounters, handoff_guard_trips),
-	  "Starts that dropped the sessions they took over, after crashes in a row while "
-	  "taking state over (the crash-loop guard)." },
-	{ "rdmacm_mux_handoff_items_dropped_total", NULL, NULL,
-	  offsetof(RelayCounters, handoff_items_dropped),
-	  "Clients, sessions and owed answers a start could not take over from its "
-	  "predecessor (each logged)." },
-	{ "rdmacm_mux_handoff_owed_answered_total", NULL, NULL,
-	  offsetof(RelayCounters, handoff_owed_answered),
-	  "Requests a crashed predecessor left unanswered, answered by this process." },
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	{ "rdmacm_mux_future_test_total", NULL, NULL, offsetof(RelayCounters, future_counter),
-	  "The test-only future build's added counter." },
-#endif
-};
+#define METRICS_COUNTER_ROW(field, metric, label, value, help)                                \
+	{ metric, label, value, offsetof(RelayCounters, field), help },
 
-/* Every RelayCounters field is on the page: the per-attribute and
- * per-reason arrays, and one row above for each of the others. */
-G_STATIC_ASSERT(sizeof(RelayCounters) ==
-		sizeof(uint64_t) * (2 * CM_IDX_COUNT + RX_DROP_COUNT + TX_REJECT_COUNT +
-				    G_N_ELEMENTS(metrics_counter_rows)));
+static const MetricsCounterRow metrics_counter_rows[] = { RELAY_COUNTERS(METRICS_COUNTER_ROW) };
 
 /* U+FFFD, in UTF-8. */
 #define METRICS_REPLACEMENT "\xef\xbf\xbd"

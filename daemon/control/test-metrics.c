@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control-answers.h"
 #include "metrics.h"
 #include "prom-text.h"
 #include "relay-driver.h"
@@ -497,6 +498,57 @@ UNIT_FIXTURE_TEST("/metrics/snapshot", NULL, fixture_setup, test_snapshot)
 
 	/* And its page reads. */
 	prom_page_free(format_and_read(&m, NULL));
+}
+
+/* Every number of at least @min in @text, each once: a table of them. */
+static GHashTable *numbers_in(const char *text, uint64_t min)
+{
+	GHashTable *t = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+
+	for (const char *p = text; *p; p++) {
+		gint64 *v;
+
+		if (!g_ascii_isdigit(*p) || (p > text && (g_ascii_isalnum(p[-1]) || p[-1] == '.')))
+			continue;
+		v = g_new(gint64, 1);
+		*v = g_ascii_strtoll(p, NULL, 10);
+		while (g_ascii_isdigit(p[1]))
+			p++;
+		if ((uint64_t)*v < min) {
+			g_free(v);
+			continue;
+		}
+		if (g_hash_table_contains(t, v))
+			g_error("%" G_GINT64_FORMAT " twice in:\n%s", *v, text);
+		g_hash_table_add(t, v);
+	}
+	return t;
+}
+
+/* "rdmacm-muxctl counters", as text and as JSON, shows every RelayCounters
+ * word, each once. */
+UNIT_FIXTURE_TEST("/metrics/counters-answer", NULL, fixture_setup, test_counters_answer)
+{
+	uint64_t *words = (uint64_t *)(void *)relay_counters(f->relay);
+	(void)data;
+
+	for (size_t i = 0; i < RELAY_COUNTER_WORDS; i++)
+		words[i] = 1000 + i;
+	for (int json = 0; json < 2; json++) {
+		g_autoptr(GString) out = g_string_new(NULL);
+		g_autoptr(GHashTable) seen = NULL;
+
+		control_answer_counters(f->relay, out, json);
+		seen = numbers_in(out->str, 1000);
+		for (size_t i = 0; i < RELAY_COUNTER_WORDS; i++) {
+			gint64 want = 1000 + (gint64)i;
+
+			if (!g_hash_table_contains(seen, &want))
+				g_error("counter %s (%" G_GINT64_FORMAT ") is not in:\n%s",
+					relay_counter_names()[i], want, out->str);
+		}
+		g_assert_cmpuint(g_hash_table_size(seen), ==, RELAY_COUNTER_WORDS);
+	}
 }
 
 UNIT_TEST_MAIN()

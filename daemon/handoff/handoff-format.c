@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the hand-off format's shared parts (handoff-format.h): the header
- * and section directory of both memfds and their checks, the enums' wire
- * numbers, and the counters' stable names.
+ * and section directory of both memfds and their checks, and the wire
+ * numbers of the enums the session records hold.
  */
 #include "handoff-format.h"
 
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm-codec.h"
 #include "config.h"
-#include "relay.h"
 #include "session-table.h"
 
 /* ---- header ---- */
@@ -186,40 +186,6 @@ static const HandoffWire wire_cm_attr[CM_IDX_COUNT] = {
 	[CM_IDX_APR] = { 11, "APR" },	   [CM_IDX_OTHER] = { 12, "other" },
 };
 
-static const HandoffWire wire_rx_drop[RX_DROP_COUNT] = {
-	[RX_DROP_STATUS] = { 1, "status-packet" },
-	[RX_DROP_NOT_CM] = { 2, "not-cm" },
-	[RX_DROP_UNSUPPORTED] = { 3, "unsupported-attr" },
-	[RX_DROP_MALFORMED] = { 4, "malformed" },
-	[RX_DROP_NO_OWNER] = { 5, "no-gid-owner" },
-	[RX_DROP_NO_SESSION] = { 6, "no-session" },
-	[RX_DROP_QUEUE_FULL] = { 7, "queue-full" },
-	[RX_DROP_SESSION_QUOTA] = { 8, "session-quota" },
-	[RX_DROP_SPOOFED] = { 9, "spoofed" },
-	[RX_DROP_BAD_STATE] = { 10, "bad-state" },
-	[RX_DROP_HALF_OPEN_QUOTA] = { 11, "half-open-quota" },
-	[RX_DROP_PEER_QUOTA] = { 12, "peer-quota" },
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	[RX_DROP_FUTURE] = { 13, "future-test" },
-#endif
-};
-
-static const HandoffWire wire_tx_reject[TX_REJECT_COUNT] = {
-	[TX_REJECT_BAD_LENGTH] = { 1, "bad-length" },
-	[TX_REJECT_NOT_CM] = { 2, "not-cm" },
-	[TX_REJECT_UNSUPPORTED] = { 3, "unsupported-attr" },
-	[TX_REJECT_MALFORMED] = { 4, "malformed" },
-	[TX_REJECT_FOREIGN_SGID] = { 5, "foreign-sgid" },
-	[TX_REJECT_NO_SESSION] = { 6, "no-session" },
-	[TX_REJECT_HIJACK] = { 7, "hijack" },
-	[TX_REJECT_SPOOFED] = { 8, "spoofed" },
-	[TX_REJECT_SESSION_QUOTA] = { 9, "session-quota" },
-	[TX_REJECT_NO_DESTINATION] = { 10, "no-destination" },
-	[TX_REJECT_NO_PORT_GID] = { 11, "no-port-gid" },
-	[TX_REJECT_SEND_FAILED] = { 12, "send-failed" },
-	[TX_REJECT_SEND_BUSY] = { 13, "send-busy" },
-};
-
 const HandoffWire *handoff_wire_table(HandoffEnum e, unsigned *ret_n)
 {
 	switch (e) {
@@ -232,12 +198,6 @@ const HandoffWire *handoff_wire_table(HandoffEnum e, unsigned *ret_n)
 	case HANDOFF_ENUM_CM_ATTR:
 		*ret_n = G_N_ELEMENTS(wire_cm_attr);
 		return wire_cm_attr;
-	case HANDOFF_ENUM_RX_DROP:
-		*ret_n = G_N_ELEMENTS(wire_rx_drop);
-		return wire_rx_drop;
-	case HANDOFF_ENUM_TX_REJECT:
-		*ret_n = G_N_ELEMENTS(wire_tx_reject);
-		return wire_tx_reject;
 	default:
 		*ret_n = 0;
 		return NULL;
@@ -251,88 +211,6 @@ int handoff_wire_to_enum(HandoffEnum e, uint32_t wire)
 
 	for (unsigned i = 0; i < n; i++)
 		if (t[i].name && t[i].wire == wire)
-			return (int)i;
-	return -1;
-}
-
-/* ---- counters ---- */
-
-/* The counters that are not per attribute or reason, by their place. */
-static const struct {
-	size_t offset;
-	const char *name;
-} counter_scalars[] = {
-	{ offsetof(RelayCounters, requests), "requests" },
-	{ offsetof(RelayCounters, reg_ok), "reg_ok" },
-	{ offsetof(RelayCounters, reg_refused), "reg_refused" },
-	{ offsetof(RelayCounters, unreg_ok), "unreg_ok" },
-	{ offsetof(RelayCounters, unreg_refused), "unreg_refused" },
-	{ offsetof(RelayCounters, bad_frames), "bad_frames" },
-	{ offsetof(RelayCounters, truncated_frames), "truncated_frames" },
-	{ offsetof(RelayCounters, clients_accepted), "clients_accepted" },
-	{ offsetof(RelayCounters, clients_refused), "clients_refused" },
-	{ offsetof(RelayCounters, clients_dropped), "clients_dropped" },
-	{ offsetof(RelayCounters, sessions_created), "sessions_created" },
-	{ offsetof(RelayCounters, sessions_expired), "sessions_expired" },
-	{ offsetof(RelayCounters, recv_errors), "recv_errors" },
-	{ offsetof(RelayCounters, handoff_guard_trips), "handoff_guard_trips" },
-	{ offsetof(RelayCounters, handoff_items_dropped), "handoff_items_dropped" },
-	{ offsetof(RelayCounters, handoff_owed_answered), "handoff_owed_answered" },
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	{ offsetof(RelayCounters, future_counter), "future_counter" },
-#endif
-};
-
-#define COUNTER_WORDS (sizeof(RelayCounters) / sizeof(uint64_t))
-/* Every RelayCounters word has a name: a counter added without one does
- * not build. */
-_Static_assert(sizeof(RelayCounters) ==
-		       sizeof(uint64_t) * (2 * CM_IDX_COUNT + RX_DROP_COUNT + TX_REJECT_COUNT +
-					   G_N_ELEMENTS(counter_scalars)),
-	       "every RelayCounters field needs a stable name in handoff-format.c");
-
-static char counter_names[COUNTER_WORDS][HANDOFF_COUNTER_NAME_LEN];
-static GOnce counter_names_once = G_ONCE_INIT;
-
-static void counter_name_set(size_t offset, const char *prefix, const char *name)
-{
-	g_snprintf(counter_names[offset / sizeof(uint64_t)], HANDOFF_COUNTER_NAME_LEN, "%s%s",
-		   prefix, name);
-}
-
-static gpointer counter_names_build(gpointer unused)
-{
-	(void)unused;
-	for (unsigned i = 0; i < CM_IDX_COUNT; i++) {
-		counter_name_set(offsetof(RelayCounters, tx) + i * 8u, "tx.", wire_cm_attr[i].name);
-		counter_name_set(offsetof(RelayCounters, rx) + i * 8u, "rx.", wire_cm_attr[i].name);
-	}
-	for (unsigned i = 0; i < RX_DROP_COUNT; i++)
-		counter_name_set(offsetof(RelayCounters, rx_drop) + i * 8u, "rx_drop.",
-				 wire_rx_drop[i].name);
-	for (unsigned i = 0; i < TX_REJECT_COUNT; i++)
-		counter_name_set(offsetof(RelayCounters, tx_reject) + i * 8u, "tx_reject.",
-				 wire_tx_reject[i].name);
-	for (unsigned i = 0; i < G_N_ELEMENTS(counter_scalars); i++)
-		counter_name_set(counter_scalars[i].offset, "", counter_scalars[i].name);
-	return NULL;
-}
-
-unsigned handoff_counter_count(void)
-{
-	return COUNTER_WORDS;
-}
-
-const char *handoff_counter_name(unsigned i)
-{
-	g_once(&counter_names_once, counter_names_build, NULL);
-	return i < COUNTER_WORDS ? counter_names[i] : NULL;
-}
-
-int handoff_counter_index(const char *name)
-{
-	for (unsigned i = 0; i < COUNTER_WORDS; i++)
-		if (strcmp(handoff_counter_name(i), name) == 0)
 			return (int)i;
 	return -1;
 }

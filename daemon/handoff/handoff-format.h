@@ -110,11 +110,12 @@
  * bytes) and adds the VMS section.
  *
  * How to change it:
- *  - a counter: add it to RelayCounters and its name to handoff-format.c
- *    (a static assert counts them). Nothing else: counters go by name.
- *  - an enum value (an rx drop reason, a tx reject, a session state): a new
- *    wire number in the tables of handoff-format.c; never reuse or
- *    renumber one (the unit test checks the tables are whole and unique).
+ *  - a counter: nothing here. The writer gives its counters as a vector
+ *    of names (HandoffShape), and they go by name (the relay's are
+ *    daemon/relay/relay-counters.h's).
+ *  - an enum value (a session state or timer, a CM attribute): a new wire
+ *    number in the tables of handoff-format.c; never reuse or renumber
+ *    one (the unit test checks the tables are whole and unique).
  *  - a session field: append it to Session (session-table.h), give its
  *    offset a static assert, bump HANDOFF_MINOR. Zero must mean "not
  *    known": a record written by an older minor reads as zero there.
@@ -316,16 +317,16 @@ typedef struct HandoffWire {
 
 /*
  * The mapping tables, indexed by the daemon's enum value: SessionState,
- * SessionTimer, CmAttrIndex, RxDrop, TxReject. A value without an entry,
- * or two with one wire number, fails the unit test; a wire number this
- * build does not know maps to -1 (handoff_wire_to_enum()).
+ * SessionTimer, CmAttrIndex (a session record holds the last attribute
+ * each way; the relay names its per-attribute counters by these names). A
+ * value without an entry, or two with one wire number, fails the unit
+ * test; a wire number this build does not know maps to -1
+ * (handoff_wire_to_enum()).
  */
 typedef enum HandoffEnum {
 	HANDOFF_ENUM_SESSION_STATE,
 	HANDOFF_ENUM_SESSION_TIMER,
 	HANDOFF_ENUM_CM_ATTR,
-	HANDOFF_ENUM_RX_DROP,
-	HANDOFF_ENUM_TX_REJECT,
 	HANDOFF_ENUM_COUNT,
 } HandoffEnum;
 
@@ -333,15 +334,6 @@ typedef enum HandoffEnum {
 const HandoffWire *handoff_wire_table(HandoffEnum e, unsigned *ret_n);
 /* The enum value of wire number @wire, or -1. */
 int handoff_wire_to_enum(HandoffEnum e, uint32_t wire);
-
-/* ---- counters by name ---- */
-
-/* How many counters RelayCounters holds (u64 words). */
-unsigned handoff_counter_count(void);
-/* The stable name of RelayCounters word @i. */
-const char *handoff_counter_name(unsigned i);
-/* The word a name stands for, or -1. */
-int handoff_counter_index(const char *name);
 
 /* The writer string of this build. */
 const char *handoff_writer(void);

@@ -188,7 +188,9 @@ static HandoffShape relay_handoff_shape(const Relay *r)
 			       .n_clients = r->cfg.max_clients,
 			       .max_gids = r->cfg.max_gids,
 			       .n_owed = relay_handoff_owed_room(r),
-			       .vms_bytes = r->vms.state_room };
+			       .vms_bytes = r->vms.state_room,
+			       .counter_names = relay_counter_names(),
+			       .n_counters = RELAY_COUNTER_WORDS };
 }
 
 static uint64_t relay_handoff_new_pair_id(void)
@@ -672,7 +674,7 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 		memcpy(handoff_state_counters(r->handoff), r->counters, sizeof(RelayCounters));
 	}
 	/* Taken over, counting goes on where the predecessor stopped. */
-	r->counters = handoff_state_counters(r->handoff);
+	r->counters = (RelayCounters *)(void *)handoff_state_counters(r->handoff);
 	r->counters->handoff_items_dropped += drops.n;
 	if (drops.n > RELAY_HANDOFF_DROP_LOG_MAX)
 		log_notice("%u items of the previous process's state were not taken over",

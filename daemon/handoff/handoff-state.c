@@ -42,6 +42,8 @@ struct HandoffState {
 	uint64_t vms_sequence; /* the current VMs' copy's (0: none) */
 	uint32_t vms_current;  /* its index */
 	uint32_t next_free; /* where handoff_state_claim() starts looking */
+	const char *const *counter_names; /* the shape's */
+	uint32_t n_counters;
 	char writer[32];
 };
 
@@ -87,9 +89,8 @@ static void clients_shape(const HandoffShape *shape, HandoffSection *e)
 
 static void counters_shape(const HandoffShape *shape, HandoffSection *e)
 {
-	uint32_t n = handoff_counter_count();
+	uint32_t n = shape->n_counters;
 
-	(void)shape;
 	e->arg0 = n;
 	e->length = HANDOFF_ALIGN64((uint64_t)n * 8) + (uint64_t)n * HANDOFF_COUNTER_NAME_LEN;
 }
@@ -149,8 +150,8 @@ static HandoffState *state_alloc(void)
 	return s;
 }
 
-/* Point @s at the sections of its mapping (the layout is this build's). */
-static void state_bind(HandoffState *s)
+/* Point @s at the sections of its mapping (the layout is @shape's). */
+static void state_bind(HandoffState *s, const HandoffShape *shape)
 {
 	uint8_t *base = s->map;
 
@@ -168,6 +169,8 @@ static void state_bind(HandoffState *s)
 	s->n_owed = s->sec_owed->n_records;
 	s->guard = (HandoffGuard *)(void *)(base + s->sec_guard->offset);
 	s->sec_vms = (HandoffSection *)handoff_header_find(s->map, HANDOFF_SECTION_VMS);
+	s->counter_names = shape->counter_names;
+	s->n_counters = shape->n_counters;
 	g_strlcpy(s->writer, s->hdr->writer, sizeof(s->writer));
 }
 
@@ -277,13 +280,13 @@ int handoff_state_new(const HandoffShape *shape, uint64_t pair_id, HandoffState 
 	dir = handoff_header_init(s->map, HANDOFF_KIND_STATE, N_SECTIONS, pair_id, shape->dev,
 				  shape->port);
 	memcpy(dir, e, sizeof(e));
-	state_bind(s);
+	state_bind(s, shape);
 	/* Counter names, once: a reader takes the values by them. */
-	for (unsigned i = 0; i < handoff_counter_count(); i++)
+	for (unsigned i = 0; i < shape->n_counters; i++)
 		g_strlcpy((char *)s->map + s->sec_counters->offset +
 				  HANDOFF_ALIGN64((uint64_t)s->sec_counters->arg0 * 8) +
 				  (size_t)i * HANDOFF_COUNTER_NAME_LEN,
-			  handoff_counter_name(i), HANDOFF_COUNTER_NAME_LEN);
+			  shape->counter_names[i], HANDOFF_COUNTER_NAME_LEN);
 	state_owed_free_rebuild(s);
 	*ret = g_steal_pointer(&s);
 	return 0;
@@ -407,19 +410,29 @@ static bool state_layout_is_ours(const void *page, const HandoffShape *shape)
 	return true;
 }
 
-/* Whether the counter names at @bytes (of the checked entry @e) are this
- * build's, in its order. */
-static bool counter_names_are_ours(const HandoffSection *e, const uint8_t *bytes)
+/* Whether the counter names at @bytes (of the checked entry @e) are
+ * @shape's, in its order. */
+static bool counter_names_are_ours(const HandoffSection *e, const uint8_t *bytes,
+				   const HandoffShape *shape)
 {
 	const uint8_t *names = bytes + HANDOFF_ALIGN64((uint64_t)e->arg0 * 8);
 
-	if (e->arg0 != handoff_counter_count())
+	if (e->arg0 != shape->n_counters)
 		return false;
 	for (unsigned i = 0; i < e->arg0; i++)
 		if (strncmp((const char *)names + (size_t)i * HANDOFF_COUNTER_NAME_LEN,
-			    handoff_counter_name(i), HANDOFF_COUNTER_NAME_LEN) != 0)
+			    shape->counter_names[i], HANDOFF_COUNTER_NAME_LEN) != 0)
 			return false;
 	return true;
+}
+
+/* The counter @s keeps under @name, or -1. */
+static int counter_index(const HandoffState *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->n_counters; i++)
+		if (strcmp(s->counter_names[i], name) == 0)
+			return (int)i;
+	return -1;
 }
 
 /* ---- converting ---- */
@@ -487,7 +500,7 @@ static void counters_convert(HandoffState *s, const HandoffSection *src, const u
 		memcpy(name, names + (size_t)i * HANDOFF_COUNTER_NAME_LEN, sizeof(name));
 		if (!memchr(name, 0, sizeof(name)))
 			continue;
-		k = handoff_counter_index(name);
+		k = counter_index(s, name);
 		if (k < 0) {
 			unknown++; /* a counter this version does not have */
 			continue;
@@ -675,7 +688,7 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	}
 	counters = handoff_header_find(ro, HANDOFF_SECTION_COUNTERS);
 	if (!state_layout_is_ours(ro, shape) || !counters ||
-	    !counter_names_are_ours(counters, (const uint8_t *)ro + counters->offset)) {
+	    !counter_names_are_ours(counters, (const uint8_t *)ro + counters->offset, shape)) {
 		r = state_convert(ro, bytes, shape, dropped, userdata, &s);
 		munmap(ro, bytes);
 		if (r < 0) {
@@ -701,7 +714,7 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 		*why = "it cannot be mapped";
 		return -errno;
 	}
-	state_bind(s);
+	state_bind(s, shape);
 	state_check_items(s, dropped, userdata);
 	*ret = g_steal_pointer(&s);
 	return 0;
@@ -736,9 +749,9 @@ HandoffClientSlot *handoff_state_slot(HandoffState *s, uint32_t i)
 	return (HandoffClientSlot *)(void *)(s->clients + (size_t)i * s->client_size);
 }
 
-void *handoff_state_counters(HandoffState *s)
+uint64_t *handoff_state_counters(HandoffState *s)
 {
-	return (uint8_t *)s->map + s->sec_counters->offset;
+	return (uint64_t *)(void *)((uint8_t *)s->map + s->sec_counters->offset);
 }
 
 int handoff_state_claim(HandoffState *s, uint32_t id)

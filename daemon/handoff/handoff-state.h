@@ -29,6 +29,12 @@ typedef struct HandoffShape {
 	uint32_t max_gids;  /* GIDs per client */
 	uint32_t n_owed;    /* owed answers, all clients together */
 	uint32_t vms_bytes; /* room for the VMs' state, in each of its copies */
+	/* The writer's counters: their stable names (shorter than
+	 * HANDOFF_COUNTER_NAME_LEN), values in this order; the caller keeps
+	 * the vector for as long as the state. A successor takes each value
+	 * over by its name. */
+	const char *const *counter_names;
+	uint32_t n_counters;
 } HandoffShape;
 
 typedef struct HandoffState HandoffState;
@@ -70,8 +76,9 @@ const char *handoff_state_writer(const HandoffState *s);
 uint32_t handoff_state_slot_count(const HandoffState *s);
 /* Slot @i (0-based), or NULL past the end. */
 HandoffClientSlot *handoff_state_slot(HandoffState *s, uint32_t i);
-/* The counters' bytes, in the memfd, laid out as RelayCounters. */
-void *handoff_state_counters(HandoffState *s);
+/* The counters' values, in the memfd: the shape's n_counters words, in
+ * the order of its counter_names. */
+uint64_t *handoff_state_counters(HandoffState *s);
 
 /**
  * handoff_state_claim() - a free slot for client @id, cleared.

@@ -1,59 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Owns the relay's reporting: the event sinks that see every MAD crossing
- * the daemon (trace, pcap, the control socket's trace readers), the text
- * form of an event, the names of the drop and refusal reasons, and the
- * counter dump.
+ * Owns the relay's events: the sinks that see every MAD crossing the
+ * daemon (trace, pcap, the control socket's trace readers) and the text
+ * form of an event. The reasons' names are relay-counters.c's.
  */
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "relay-internal.h"
 #include "util.h"
-
-static const char *const relay_rx_drop_names[RX_DROP_COUNT] = {
-	[RX_DROP_STATUS] = "status-packet",
-	[RX_DROP_NOT_CM] = "not-cm",
-	[RX_DROP_UNSUPPORTED] = "unsupported-attr",
-	[RX_DROP_MALFORMED] = "malformed",
-	[RX_DROP_NO_OWNER] = "no-gid-owner",
-	[RX_DROP_NO_SESSION] = "no-session",
-	[RX_DROP_QUEUE_FULL] = "queue-full",
-	[RX_DROP_SESSION_QUOTA] = "session-quota",
-	[RX_DROP_SPOOFED] = "spoofed",
-	[RX_DROP_BAD_STATE] = "bad-state",
-	[RX_DROP_HALF_OPEN_QUOTA] = "half-open-quota",
-	[RX_DROP_PEER_QUOTA] = "peer-quota",
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	[RX_DROP_FUTURE] = "future-test",
-#endif
-};
-
-static const char *const relay_tx_reject_names[TX_REJECT_COUNT] = {
-	[TX_REJECT_BAD_LENGTH] = "bad-length",
-	[TX_REJECT_NOT_CM] = "not-cm",
-	[TX_REJECT_UNSUPPORTED] = "unsupported-attr",
-	[TX_REJECT_MALFORMED] = "malformed",
-	[TX_REJECT_FOREIGN_SGID] = "foreign-sgid",
-	[TX_REJECT_NO_SESSION] = "no-session",
-	[TX_REJECT_HIJACK] = "hijack",
-	[TX_REJECT_SPOOFED] = "spoofed",
-	[TX_REJECT_SESSION_QUOTA] = "session-quota",
-	[TX_REJECT_NO_DESTINATION] = "no-destination",
-	[TX_REJECT_NO_PORT_GID] = "no-port-gid",
-	[TX_REJECT_SEND_FAILED] = "send-failed",
-	[TX_REJECT_SEND_BUSY] = "send-busy",
-};
-
-const char *relay_rx_drop_name(RxDrop d)
-{
-	return (unsigned)d < RX_DROP_COUNT ? relay_rx_drop_names[d] : "?";
-}
-
-const char *relay_tx_reject_name(TxReject d)
-{
-	return (unsigned)d < TX_REJECT_COUNT ? relay_tx_reject_names[d] : "?";
-}
 
 void relay_format_event(const RelayEvent *ev, char *buf, size_t len)
 {
@@ -124,33 +79,4 @@ void relay_emit(Relay *r, RelayEvent *ev, const RelayClient *c)
 		RelayEventSink s = g_array_index(r->sinks, RelayEventSink, i - 1);
 		s.fn(s.userdata, ev);
 	}
-}
-
-void relay_dump_counters(const Relay *r, FILE *f)
-{
-	const RelayCounters *k = r->counters;
-
-	fprintf(f, "counters for %s port %d:\n", r->port->dev, r->port->port);
-	fprintf(f, "  %-16s %10s %10s\n", "attribute", "tx", "rx");
-	for (int i = 0; i < CM_IDX_COUNT; i++)
-		if (k->tx[i] || k->rx[i])
-			fprintf(f, "  %-16s %10" PRIu64 " %10" PRIu64 "\n",
-				cm_attr_index_name((CmAttrIndex)i), k->tx[i], k->rx[i]);
-	for (int i = 0; i < RX_DROP_COUNT; i++)
-		if (k->rx_drop[i])
-			fprintf(f, "  rx dropped, %-16s %10" PRIu64 "\n", relay_rx_drop_names[i],
-				k->rx_drop[i]);
-	for (int i = 0; i < TX_REJECT_COUNT; i++)
-		if (k->tx_reject[i])
-			fprintf(f, "  tx refused, %-16s %10" PRIu64 "\n", relay_tx_reject_names[i],
-				k->tx_reject[i]);
-	fprintf(f, "  requests %" PRIu64 ", REG ok %" PRIu64 " refused %" PRIu64
-		   ", UNREG ok %" PRIu64 " refused %" PRIu64 ", bad frames %" PRIu64
-		   ", truncated frames %" PRIu64 "\n",
-		k->requests, k->reg_ok, k->reg_refused, k->unreg_ok, k->unreg_refused,
-		k->bad_frames, k->truncated_frames);
-	fprintf(f, "  clients accepted %" PRIu64 " refused %" PRIu64 " dropped %" PRIu64
-		   ", sessions created %" PRIu64 " expired %" PRIu64 " live %u\n",
-		k->clients_accepted, k->clients_refused, k->clients_dropped,
-		k->sessions_created, k->sessions_expired, session_table_count(r->sessions));
 }

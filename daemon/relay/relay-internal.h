@@ -12,7 +12,8 @@
  *                    the table's earliest deadline
  *   relay-tx.c       client -> wire: checking, remapping and sending MADs
  *   relay-rx.c       wire -> client: receiving, routing and delivering MADs
- *   relay-events.c   event sinks, trace lines and counter names
+ *   relay-events.c   event sinks and trace lines
+ *   relay-counters.c the counters' and reasons' names, the counter dump
  *   relay-vms.c      the VMs' assignments: which VM a client is, the check
  *                    before each REG, per-VM counters
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its

@@ -22,6 +22,7 @@
 #include <systemd/sd-event.h>
 
 #include "cm-codec.h"
+#include "relay-counters.h"
 #include "session-table.h"
 #include "umad-port.h"
 #include "umad-sender.h"
@@ -55,68 +56,6 @@ typedef struct RelayConfig {
 	bool require_port_gid; /* REG only of GIDs the port has */
 	FILE *trace;	       /* a line per relayed or dropped MAD, or NULL */
 } RelayConfig;
-
-/* Why an inbound MAD was not delivered. */
-typedef enum RxDrop {
-	RX_DROP_STATUS,	       /* header-only status packet (send timeout) */
-	RX_DROP_NOT_CM,	       /* wrong class, version or method */
-	RX_DROP_UNSUPPORTED,   /* ClassPortInfo, SAP, SPR, ... */
-	RX_DROP_MALFORMED,     /* too short for its attribute */
-	RX_DROP_NO_OWNER,      /* REQ/SIDR_REQ for a GID no client has */
-	RX_DROP_NO_SESSION,    /* a comm id or request id we do not know */
-	RX_DROP_QUEUE_FULL,    /* the client's inbound queue is full */
-	RX_DROP_SESSION_QUOTA, /* a new REQ when the daemon holds all the sessions it may */
-	RX_DROP_SPOOFED,       /* not from the session's peer, ids or local GID */
-	RX_DROP_BAD_STATE,     /* cannot arrive in the session's state */
-	RX_DROP_HALF_OPEN_QUOTA, /* a new REQ past the client's (or daemon's) half-open budget */
-	RX_DROP_PEER_QUOTA,    /* a new REQ past one peer's share of that budget */
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	RX_DROP_FUTURE, /* the test-only "future" build's added reason (never counted) */
-#endif
-	RX_DROP_COUNT,
-} RxDrop;
-
-/* Why an outbound MAD was refused. */
-typedef enum TxReject {
-	TX_REJECT_BAD_LENGTH,	  /* umad_len outside 24..256 */
-	TX_REJECT_NOT_CM,	  /* not a CM Send MAD */
-	TX_REJECT_UNSUPPORTED,	  /* an attribute we do not relay */
-	TX_REJECT_MALFORMED,	  /* too short for its attribute */
-	TX_REJECT_FOREIGN_SGID,	  /* sgid not registered by this client */
-	TX_REJECT_NO_SESSION,	  /* comm id unknown in this client's space */
-	TX_REJECT_HIJACK,	  /* answers a session of another client */
-	TX_REJECT_SPOOFED,	  /* names a peer, comm id or GID not its session's */
-	TX_REJECT_SESSION_QUOTA,  /* the client is at its session quota */
-	TX_REJECT_NO_DESTINATION, /* no destination GID could be found */
-	TX_REJECT_NO_PORT_GID,	  /* sgid is not in the port's GID table */
-	TX_REJECT_SEND_FAILED,	  /* the kernel refused the send */
-	TX_REJECT_SEND_BUSY,	  /* the senders' queue is full */
-	TX_REJECT_COUNT,
-} TxReject;
-
-typedef struct RelayCounters {
-	uint64_t tx[CM_IDX_COUNT];
-	uint64_t rx[CM_IDX_COUNT];
-	uint64_t rx_drop[RX_DROP_COUNT];
-	uint64_t tx_reject[TX_REJECT_COUNT];
-	uint64_t requests;
-	uint64_t reg_ok, reg_refused;
-	uint64_t unreg_ok, unreg_refused;
-	uint64_t bad_frames;
-	uint64_t truncated_frames;
-	uint64_t clients_accepted;
-	uint64_t clients_refused;
-	uint64_t clients_dropped; /* disconnected for garbage or errors */
-	uint64_t sessions_created;
-	uint64_t sessions_expired;
-	uint64_t recv_errors;
-	uint64_t handoff_guard_trips;	/* starts that dropped their sessions (crash loop) */
-	uint64_t handoff_items_dropped; /* clients, sessions, answers not taken over */
-	uint64_t handoff_owed_answered; /* answers a crashed predecessor owed, given */
-#ifdef RDMACM_MUX_HANDOFF_FUTURE
-	uint64_t future_counter; /* the test-only "future" build's added counter */
-#endif
-} RelayCounters;
 
 typedef struct Relay Relay;
 
@@ -269,8 +208,5 @@ unsigned relay_vms_changed(Relay *r);
  * Return: how many.
  */
 unsigned relay_drop_vm_clients(Relay *r, const VmEntry *vm);
-
-const char *relay_rx_drop_name(RxDrop d);
-const char *relay_tx_reject_name(TxReject d);
 
 #endif /* RDMACM_MUX_RELAY_H */

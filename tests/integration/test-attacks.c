@@ -120,8 +120,8 @@ UNIT_FIXTURE_TEST("/attacks/gid-ownership", NULL, fixture_setup, test_gid_owners
 	close(fd);
 
 	healthy_handshake(f, f->a1, f->b1);
-	stop_expect_counters(f->da, (const CounterWant[]){ { ", REG ok", 2 }, { "UNREG ok", 0 },
-			     { "UNREG ok 0 refused", 4 }, { NULL, 0 } });
+	stop_expect_counters(f->da, (const CounterWant[]){ { "  reg ok", 2 }, { "  unreg ok", 0 },
+			     { "  unreg refused", 4 }, { NULL, 0 } });
 }
 
 UNIT_FIXTURE_TEST("/attacks/bad-mads", NULL, fixture_setup, test_bad_mads)
@@ -220,8 +220,8 @@ UNIT_FIXTURE_TEST("/attacks/truncated-and-garbage", NULL, fixture_setup, test_tr
 	/* The daemon and everybody else are fine. */
 	healthy_handshake(f, f->a1, f->b1);
 	healthy_handshake(f, f->a2, f->a1);
-	stop_expect_counters(f->da, (const CounterWant[]){ { "truncated frames", 1 },
-			     { "bad frames", 8 }, { "dropped", 1 }, { NULL, 0 } });
+	stop_expect_counters(f->da, (const CounterWant[]){ { "  truncated frames", 1 },
+			     { "  bad frames", 8 }, { "  clients dropped", 1 }, { NULL, 0 } });
 }
 
 UNIT_FIXTURE_TEST("/attacks/hijack", NULL, fixture_setup, test_hijack)

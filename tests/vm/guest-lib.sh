@@ -291,10 +291,11 @@ vm_counter_row() {
 		END { print v + 0 }' "/tmp/$1.err"
 }
 
-# vm_counter_stat NAME REGEX: the number right after REGEX in daemon NAME's
-# summary lines, e.g. 'REG ok' or 'REG ok [0-9]* refused'; empty if none.
+# vm_counter_stat NAME LABEL: the number on daemon NAME's counter line
+# "  LABEL   N", a counter's name with spaces for '_', e.g. 'reg ok' or
+# 'reg refused'; empty if none.
 vm_counter_stat() {
-	sed -n "/^counters for /,\$ s/.* $2 \([0-9][0-9]*\).*/\1/p" "/tmp/$1.err" | head -n 1
+	sed -n "/^counters for /,\$ s/^  $2  *\([0-9][0-9]*\)\$/\1/p" "/tmp/$1.err" | head -n 1
 }
 
 # vm_counter_problems NAME: daemon NAME's "rx dropped"/"tx refused" rows.

@@ -104,8 +104,8 @@ for a in REQ REP RTU REJ DREQ DREP SIDR_REQ SIDR_REP; do
 	vm_check "$a: muxA tx = muxB rx" [ "$(vm_counter muxA $a tx)" -eq "$(vm_counter muxB $a rx)" ]
 	vm_check "$a: muxB tx = muxA rx" [ "$(vm_counter muxB $a tx)" -eq "$(vm_counter muxA $a rx)" ]
 done
-vm_check "muxA: REG ok 5" [ "$(vm_counter_stat muxA 'REG ok')" = 5 ]
-vm_check "muxB: REG ok 3" [ "$(vm_counter_stat muxB 'REG ok')" = 3 ]
+vm_check "muxA: REG ok 5" [ "$(vm_counter_stat muxA 'reg ok')" = 5 ]
+vm_check "muxB: REG ok 3" [ "$(vm_counter_stat muxB 'reg ok')" = 3 ]
 if vm_no_retries a0 a1 a2 a3 a4 b1 b2 b3; then
 	# ATTR tx rx: REQ a1 x2, a2, a0 | REP a3 | RTU, DREQ a1 x2, a2 | DREP a3;
 	# received: b3's REQ, RTU, DREQ; REP, DREP for a1 x2, a2; b2's REJ.

@@ -89,7 +89,7 @@ vm_check_counters muxB pb1 qb2 pb3
 vm_check_no_problems muxA
 vm_check_no_problems muxB
 vm_check "muxA: REG ok 5, UNREG ok 4" \
-	[ "$(vm_counter_stat muxA 'REG ok')/$(vm_counter_stat muxA 'UNREG ok')" = 5/4 ]
+	[ "$(vm_counter_stat muxA 'reg ok')/$(vm_counter_stat muxA 'unreg ok')" = 5/4 ]
 vm_check "muxB: REG ok 3, UNREG ok 1" \
-	[ "$(vm_counter_stat muxB 'REG ok')/$(vm_counter_stat muxB 'UNREG ok')" = 3/1 ]
+	[ "$(vm_counter_stat muxB 'reg ok')/$(vm_counter_stat muxB 'unreg ok')" = 3/1 ]
 vm_finish
