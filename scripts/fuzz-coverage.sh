@@ -38,7 +38,7 @@ printf '%s\0' "${inputs[@]}" | LLVM_PROFILE_FILE="$out/fuzz-relay.profraw" \
 	xargs -0 "$build/tests/fuzz/fuzz-relay" >/dev/null
 llvm-profdata merge -sparse "$out/fuzz-relay.profraw" -o "$out/fuzz-relay.profdata"
 
-units='relay/relay-tx.c|relay/client.c|send/umad-sender.c|send/send-policy.c|handoff/handoff-relay.c'
+units='relay/relay-tx.c|relay/client.c|send/umad-sender.c|send/send-policy.c|relay/relay-handoff.c'
 echo "== fuzz-relay over ${#inputs[@]} inputs: the units on the deferred-send path"
 llvm-cov report "$build/tests/fuzz/fuzz-relay" -instr-profile="$out/fuzz-relay.profdata" |
 	grep -E "^Filename|daemon/($units)" | sed 's/   */  /g'

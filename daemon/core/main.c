@@ -31,7 +31,7 @@
 #include "log.h"
 #include "pcap-writer.h"
 #include "port-startup.h"
-#include "handoff-relay.h"
+#include "relay-handoff.h"
 #include "relay.h"
 #include "sender-pool.h"
 #include "umad-port.h"

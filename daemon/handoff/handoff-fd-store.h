@@ -7,7 +7,7 @@
  *
  * Names: "state" or "state~", and "sessions" or "sessions~" (the hand-off
  * memfds, handoff-format.h: a memfd converted from another version's goes
- * under the other name of its kind, see handoff-relay.c), and "client.N"
+ * under the other name of its kind, see daemon/relay/relay-handoff.c), and "client.N"
  * for the socket of client N.
  * A listening socket the daemon bound itself is kept as "main" or
  * "control", so that it comes back as if passed by socket activation. The

@@ -98,7 +98,7 @@
  * counter by name, stores it under the kind's other name ("state" and
  * "state~", "sessions" and "sessions~") and only then removes the old
  * one: a crash at any step leaves the store a usable memfd, the highest
- * generation (handoff-relay.c). The store never holds one memfd under two
+ * generation (daemon/relay/relay-handoff.c). The store never holds one memfd under two
  * names: systemd keeps one copy of a file, whatever its names. What does not hold up is dropped item by
  * item (one client, one session, one answer), each with a log line.
  *

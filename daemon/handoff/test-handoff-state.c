@@ -767,7 +767,7 @@ UNIT_TEST("/handoff/session-records-of-another-size", test_session_records)
 }
 
 /* The store's failures come back as errors, each its own (the caller
- * decides what a failed removal means: handoff-relay.c shuts the client's
+ * decides what a failed removal means: relay-handoff.c shuts the client's
  * socket down). */
 UNIT_TEST("/handoff/fd-store-errors", test_fd_store_errors)
 {

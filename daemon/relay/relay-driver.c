@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "handoff-relay.h"
+#include "relay-handoff.h"
 #include "relay-internal.h"
 #include "util.h"
 

@@ -16,12 +16,12 @@
  *   relay-counters.c the counters' and reasons' names, the counter dump
  *   relay-vms.c      the VMs' assignments: which VM a client is, the check
  *                    before each REG, per-VM counters
+ *   relay-handoff.c  the relay's hand-off: its state kept current in the
+ *                    memfds (daemon/handoff/, a storage library) and its
+ *                    client sockets in the fd store, the take-over at
+ *                    start, the answers owed, SIGTERM and re-execution
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
  *                    clock and senders, its reset, and the invariant checks
- *
- * and the one unit outside relay/ that includes this header,
- * daemon/handoff/handoff-relay.c, which keeps the relay's hand-off state
- * and takes a predecessor's over (its calls are below).
  *
  * What the relay holds but other folders own: the session table, its
  * indexes, wire ids and timer lists (daemon/sessions/), the senders that
@@ -146,7 +146,7 @@ struct Relay {
 	bool ended_loop; /* the relay ended the event loop, and said why */
 	uint32_t next_client_id;
 	/* The counters: in the hand-off state when there is one, so that a
-	 * successor counts on (handoff-relay.c), else counters_own. */
+	 * successor counts on (relay-handoff.c), else counters_own. */
 	RelayCounters *counters;
 	RelayCounters counters_own;
 	GHashTable *clients_per_uid; /* uid -> connections */
@@ -168,7 +168,7 @@ struct Relay {
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
 	int sessions_fd;       /* the memfd the sessions live in, or -1 */
 	/* The crash-loop guard's wait for this start to settle
-	 * (handoff-relay.c): MADs relayed at the take-over, and its sources. */
+	 * (relay-handoff.c): MADs relayed at the take-over, and its sources. */
 	uint64_t settle_mark;
 	sd_event_source *settle_post;
 	sd_event_source *settle_timer;
@@ -178,7 +178,7 @@ struct Relay {
 	VmCounters vm_none;
 };
 
-/* ---- handoff-relay.c: keeping the hand-off state current ---- */
+/* ---- relay-handoff.c: keeping the hand-off state current ---- */
 
 /* A new connection (not one taken over): a slot, and its fd stored. */
 void relay_handoff_client_added(Relay *r, RelayClient *c);

@@ -38,7 +38,7 @@
 #include <systemd/sd-event.h>
 
 #include "listener.h"
-#include "handoff-relay.h"
+#include "relay-handoff.h"
 #include "relay.h"
 #include "vm-table.h"
 

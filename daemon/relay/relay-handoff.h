@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The relay's side of surviving a restart or a crash (handoff-relay.c):
+ * The relay's side of surviving a restart or a crash (relay-handoff.c):
  * its state in memfds (the hand-off format, handoff-format.h; the VMs'
  * state rides in it, written by daemon/vm/), its client
  * sockets in the fd store, the take-over at start (in place, or converted

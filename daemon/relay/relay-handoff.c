@@ -25,7 +25,7 @@
 #include "handoff-fd-store.h"
 #include "handoff-sessions.h"
 #include "log.h"
-#include "handoff-relay.h"
+#include "relay-handoff.h"
 #include "relay-internal.h"
 #include "util.h"
 
