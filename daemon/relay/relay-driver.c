@@ -291,7 +291,7 @@ int relay_driver_reset(Relay *r)
 
 	/* (A relay with VMs counts in their table, which is not its own.) */
 	if (d->stopped || d->in_flight->len > 0 || relay_sender_queued(r) > 0 || r->handoff ||
-	    r->settle_post || r->settle_timer || r->vms.table)
+	    r->guard || r->vms.table)
 		return -EBUSY;
 	d->actions++;
 	/* Its sessions, GIDs, peers' shares and queues go with each client. */

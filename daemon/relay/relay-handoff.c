@@ -3,8 +3,8 @@
  * Owns what makes the relay survive its own process: the clients' state
  * and the session table in memfds, every client socket in the service
  * manager's fd store, taking all of it over at start (converting another
- * version's), the answers owed to clients, the crash-loop guard, and the
- * planned hand-off at SIGTERM.
+ * version's), the answers owed to clients, and the planned hand-off at
+ * SIGTERM. A take-over starts the crash-loop guard (relay-guard.c).
  *
  * What a crash costs: at most the MADs in flight. Every request a client
  * waits on is answered by the successor, whether a sender had its MAD or
@@ -25,6 +25,7 @@
 #include "handoff-fd-store.h"
 #include "handoff-sessions.h"
 #include "log.h"
+#include "relay-guard.h"
 #include "relay-handoff.h"
 #include "relay-internal.h"
 #include "util.h"
@@ -513,80 +514,16 @@ static bool relay_handoff_restore_client(Relay *r, uint32_t i, int fd)
 
 /* ---- the crash-loop guard ---- */
 
-/* MADs relayed so far, either way. */
-static uint64_t relay_handoff_relayed(const Relay *r)
+/* MADs relayed so far, either way: the crash-loop guard's sign of
+ * progress (relay-guard.h). */
+static uint64_t relay_handoff_relayed(void *userdata)
 {
+	const Relay *r = userdata;
 	uint64_t n = 0;
 
 	for (unsigned i = 0; i < CM_IDX_COUNT; i++)
 		n += r->counters->tx[i] + r->counters->rx[i];
 	return n;
-}
-
-static void relay_handoff_settled(Relay *r, const char *how)
-{
-	if (r->handoff)
-		handoff_state_guard_set_starts(r->handoff, 0);
-	r->settle_post = sd_event_source_disable_unref(r->settle_post);
-	r->settle_timer = sd_event_source_disable_unref(r->settle_timer);
-	log_debug("the state taken over at start has settled (%s)", how);
-}
-
-/* After each dispatch until settled: has the daemon relayed a MAD with
- * the state it took over, and lived? */
-static int relay_handoff_on_post(sd_event_source *s, void *userdata)
-{
-	Relay *r = userdata;
-
-	(void)s;
-	if (relay_handoff_relayed(r) != r->settle_mark)
-		relay_handoff_settled(r, "it relayed a MAD");
-	return 0;
-}
-
-static int relay_handoff_on_settle_timer(sd_event_source *s, uint64_t usec, void *userdata)
-{
-	(void)s;
-	(void)usec;
-	relay_handoff_settled(userdata, "it ran long enough");
-	return 0;
-}
-
-/*
- * A start that took state over counts as unsettled until it relays a MAD
- * or runs RELAY_HANDOFF_SETTLE_USEC; a planned hand-off settles it too.
- * When RELAY_HANDOFF_GUARD_STARTS starts in a row did not settle, the
- * state itself may be what kills them (a MAD that crashes the daemon right
- * after it takes its sessions over): this start drops the sessions, keeps
- * the clients and their GIDs, and starts. Return: whether it trips.
- */
-static bool relay_handoff_guard(Relay *r)
-{
-	uint32_t starts = handoff_state_guard_starts(r->handoff);
-	bool trip = starts >= RELAY_HANDOFF_GUARD_STARTS;
-
-	if (trip) {
-		r->counters->handoff_guard_trips++;
-		log_error("the last %u starts died before they settled, each after taking over "
-			  "this state: dropping the sessions it holds (its clients and their GIDs "
-			  "stay) to end a crash loop",
-			  starts);
-		starts = 0;
-	}
-	handoff_state_guard_set_starts(r->handoff, starts + 1);
-	r->settle_mark = relay_handoff_relayed(r);
-	if (sd_event_add_post(r->event, &r->settle_post, relay_handoff_on_post, r) < 0 ||
-	    sd_event_add_time_relative(r->event, &r->settle_timer, CLOCK_MONOTONIC,
-				       RELAY_HANDOFF_SETTLE_USEC, 0, relay_handoff_on_settle_timer,
-				       r) < 0)
-		relay_handoff_settled(r, "no event source to wait with");
-	return trip;
-}
-
-void relay_handoff_free(Relay *r)
-{
-	r->settle_post = sd_event_source_disable_unref(r->settle_post);
-	r->settle_timer = sd_event_source_disable_unref(r->settle_timer);
 }
 
 /* ---- the start ---- */
@@ -680,7 +617,9 @@ int relay_handoff_start(Relay *r, RelayHandoffFds *fds)
 		log_notice("%u items of the previous process's state were not taken over",
 			   drops.n);
 	if (adopted)
-		trip = relay_handoff_guard(r);
+		r->guard = relay_guard_new(r->event, r->handoff, relay_handoff_relayed, r, &trip);
+	if (trip)
+		r->counters->handoff_guard_trips++;
 
 	for (uint32_t i = 0; i < handoff_state_slot_count(r->handoff); i++) {
 		HandoffClientSlot *slot = handoff_state_slot(r->handoff, i);
@@ -772,7 +711,7 @@ void relay_handoff_prepare(Relay *r, unsigned timeout_ms)
 
 	/* Planned: whatever the successor does with the state, this start
 	 * did not crash on it. */
-	relay_handoff_settled(r, "a planned hand-off");
+	relay_guard_settle(r->guard, "a planned hand-off");
 
 	g_hash_table_iter_init(&it, r->clients);
 	while (g_hash_table_iter_next(&it, NULL, &value))

@@ -23,13 +23,6 @@ typedef struct RelayHandoffFds {
 	GHashTable *clients; /* client id -> socket fd, or NULL */
 } RelayHandoffFds;
 
-/* Unsettled starts (taking state over, then dying before the adopted
- * state proved itself) after which a start drops the sessions it is
- * given: below systemd's StartLimitBurst=5 of our units. */
-#define RELAY_HANDOFF_GUARD_STARTS 3u
-/* A start has settled when it relayed a MAD, or ran this long. */
-#define RELAY_HANDOFF_SETTLE_USEC (30ull * 1000000)
-
 /**
  * relay_handoff_start() - from now on keep the relay's state where a
  * successor finds it: take over what a predecessor left, or start fresh.

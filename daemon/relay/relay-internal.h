@@ -20,6 +20,7 @@
  *                    memfds (daemon/handoff/, a storage library) and its
  *                    client sockets in the fd store, the take-over at
  *                    start, the answers owed, SIGTERM and re-execution
+ *   relay-guard.c    the crash-loop guard (its own header, relay-guard.h)
  *   relay-driver.c   (tests and fuzzers only) the in-process driver, its
  *                    clock and senders, its reset, and the invariant checks
  *
@@ -39,6 +40,7 @@
 
 #include "client.h"
 #include "handoff-state.h"
+#include "relay-guard.h"
 #include "relay.h"
 #include "umad-sender.h"
 #include "util.h"
@@ -167,11 +169,8 @@ struct Relay {
 	RelayTxWarmKeys *tx_warm;
 	HandoffState *handoff; /* NULL until relay_handoff_start() */
 	int sessions_fd;       /* the memfd the sessions live in, or -1 */
-	/* The crash-loop guard's wait for this start to settle
-	 * (relay-handoff.c): MADs relayed at the take-over, and its sources. */
-	uint64_t settle_mark;
-	sd_event_source *settle_post;
-	sd_event_source *settle_timer;
+	/* The crash-loop guard (relay-guard.h), from a take-over on. */
+	RelayGuard *guard;
 	/* VMs (relay-vms.c): the assignments, and the counters of clients
 	 * without a VM when there are none. */
 	RelayVms vms;
@@ -208,8 +207,6 @@ void relay_handoff_owe_buffered(Relay *r, RelayClient *c);
 /* The first buffered frame of @c is being handled (or answered): its
  * record goes. */
 void relay_handoff_buffered_taken(Relay *r, RelayClient *c);
-/* The relay goes: the hand-off's event sources go with it. */
-void relay_handoff_free(Relay *r);
 
 /* ---- relay.c ---- */
 

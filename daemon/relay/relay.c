@@ -875,7 +875,7 @@ void relay_free(Relay *r)
 	if (r->sessions)
 		session_table_set_remove_hook(r->sessions, NULL, NULL);
 	session_table_free(r->sessions);
-	relay_handoff_free(r);
+	relay_guard_free(r->guard);
 	if (r->sessions_fd >= 0)
 		close(r->sessions_fd);
 	handoff_state_free(r->handoff);

@@ -9,7 +9,7 @@
  *    at once, exactly once, before anything else reaches the client;
  *  - the crash-loop guard: a daemon killed right after each start, before
  *    it relayed anything with the state it took over, looks like a state
- *    that crashes it. After RELAY_HANDOFF_GUARD_STARTS such starts the
+ *    that crashes it. After RELAY_GUARD_STARTS such starts the
  *    next one drops the sessions, keeps the clients and their GIDs, and
  *    says so (log line, counter);
  *  - a client the daemon drops while the fd store cannot take its socket
@@ -33,7 +33,7 @@
 #include "unit-test.h"
 
 #define N_Q 3
-#define GUARD_STARTS 3 /* RELAY_HANDOFF_GUARD_STARTS */
+#define GUARD_STARTS 3 /* RELAY_GUARD_STARTS */
 
 typedef struct Fixture {
 	QemuPairs p; /* A's raw QEMU clients q[i], their peers b[i] on B */
