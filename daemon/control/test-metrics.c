@@ -400,14 +400,17 @@ typedef struct Fixture {
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, UNIT_TEST_GID_10_0_1_1, NULL };
-	RelayConfig cfg = {
-		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
-		.max_pending = 16, .max_bad_frames = 4, .max_half_open = 4,
-		.max_half_open_per_peer = 4, .max_total_half_open = 16,
-		.max_total_sessions = 64, .max_clients_per_uid = 8,
-		.timeouts_ms = { 0, 1000, 2000, 500 },
-	};
+	RelayConfig cfg;
 	(void)data;
+
+	relay_config_init(&cfg);
+	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 4, cfg.max_queued = 4;
+	cfg.max_pending = 16, cfg.max_bad_frames = 4, cfg.max_half_open = 4;
+	cfg.max_half_open_per_peer = 4, cfg.max_total_half_open = 16;
+	cfg.max_total_sessions = 64, cfg.max_clients_per_uid = 8;
+	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
+	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
 
 	f->sysfs = unit_test_fake_sysfs("metrics-XXXXXX", "fake0", gids);
 	g_assert_cmpint(relay_driver_new_fake(&cfg, NULL, NULL, &f->event, &f->relay), ==, 0);

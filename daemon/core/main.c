@@ -242,29 +242,33 @@ static int parse_options(int argc, char **argv, Options *o)
 	};
 	g_autoptr(GOptionContext) ctx = g_option_context_new("- relay IB CM MADs between one RDMA port and many clients");
 	g_autoptr(GError) error = NULL;
+	RelayConfig d;
 
-	/* The defaults; what main() took before the parser keeps. */
+	/* The defaults (the relay's are relay_config_init()'s); what main()
+	 * took before the parser keeps. */
+	relay_config_init(&d);
 	*o = (Options){
 		.exe = o->exe,
 		.argv = o->argv,
 		.port = 1,
-		.max_clients = 1024,
+		.max_clients = (int)d.max_clients,
+		.max_clients_per_uid = (int)d.max_clients_per_uid,
 		.max_trace_readers = CONTROL_MAX_TRACE_READERS,
-		.register_timeout_ms = 900000,
-		.max_gids = 32,
-		.max_sessions = 16384,
-		.max_half_open = 1024,
-		.max_half_open_per_peer = 256,
-		.max_total_sessions = 1 << 20,
-		.max_total_half_open = 1 << 16,
-		.max_queue = 1024,
-		.senders = 8,
-		.max_slow_sends = 2,
-		.unreachable_cache_ms = 1000,
-		.send_timeout_ms = 4000,
-		.handshake_timeout_ms = 120000,
-		.closing_timeout_ms = 150000,
-		.sidr_timeout_ms = 60000,
+		.register_timeout_ms = (int)d.register_timeout_ms,
+		.max_gids = (int)d.max_gids,
+		.max_sessions = (int)d.max_sessions,
+		.max_half_open = (int)d.max_half_open,
+		.max_half_open_per_peer = (int)d.max_half_open_per_peer,
+		.max_total_sessions = (int)d.max_total_sessions,
+		.max_total_half_open = (int)d.max_total_half_open,
+		.max_queue = (int)d.max_queued,
+		.senders = (int)d.senders,
+		.max_slow_sends = (int)d.max_slow_sends,
+		.unreachable_cache_ms = (int)d.send_fail_ms,
+		.send_timeout_ms = (int)d.send_timeout_ms,
+		.handshake_timeout_ms = (int)d.timeouts_ms[SESSION_TIMER_HANDSHAKE],
+		.closing_timeout_ms = (int)d.timeouts_ms[SESSION_TIMER_CLOSING],
+		.sidr_timeout_ms = (int)d.timeouts_ms[SESSION_TIMER_SIDR],
 		.max_vms = VM_HOST_MAX_VMS,
 		.max_vm_clients = VM_HOST_MAX_VM_CLIENTS,
 	};
@@ -875,7 +879,7 @@ static void clamp_max_clients(Options *o)
 static int run(Daemon *d)
 {
 	UmadPort *port = NULL;
-	RelayConfig cfg = { 0 };
+	RelayConfig cfg;
 	ListenerAllow allow;
 	uint64_t now;
 	int r;
@@ -895,6 +899,7 @@ static int run(Daemon *d)
 		return EXIT_FAILURE;
 	port_startup_log_owners(d->opt.device, d->opt.port);
 
+	relay_config_init(&cfg);
 	cfg.max_clients = (uint32_t)d->opt.max_clients;
 	cfg.max_clients_per_uid = (uint32_t)d->opt.max_clients_per_uid;
 	cfg.register_timeout_ms = (uint32_t)d->opt.register_timeout_ms;

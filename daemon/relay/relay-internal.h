@@ -13,7 +13,10 @@
  *   relay-tx.c       client -> wire: checking, remapping and sending MADs
  *   relay-rx.c       wire -> client: receiving, routing and delivering MADs
  *   relay-events.c   event sinks and trace lines
+ *   relay-config.c   the defaults (relay_config_init())
  *   relay-counters.c the counters' and reasons' names, the counter dump
+ *   relay-status.c   what onlookers see: counts, counters, the senders'
+ *                    numbers, walks of the clients and sessions
  *   relay-vms.c      the VMs' assignments: which VM a client is, the check
  *                    before each REG, per-VM counters
  *   relay-handoff.c  the relay's hand-off: its state kept current in the

@@ -738,10 +738,10 @@ static int relay_start_sends(Relay *r, UmadSender **ret)
 {
 	UmadSenderConfig scfg = {
 		.senders = MAX(r->cfg.senders, 1u),
-		.fast_usec = (uint64_t)(r->cfg.send_fast_ms ? r->cfg.send_fast_ms : 1000) * 1000,
-		.fail_usec = (uint64_t)(r->cfg.send_fail_ms ? r->cfg.send_fail_ms : 1000) * 1000,
+		.fast_usec = (uint64_t)r->cfg.send_fast_ms * 1000,
+		.fail_usec = (uint64_t)r->cfg.send_fail_ms * 1000,
 		.deadline_usec = (uint64_t)r->cfg.send_timeout_ms * 1000,
-		.max_queued = 4096,
+		.max_queued = r->cfg.max_send_queue,
 		.clock = r->clock,
 		.workers = r->cfg.send_workers,
 		.workers_arg = r->cfg.send_workers_arg,
@@ -761,26 +761,12 @@ int relay_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, Relay **r
 	r->port = port;
 	r->cfg = *cfg;
 	r->clock = cfg->clock.now ? cfg->clock : usec_clock_of_event(event);
-	if (r->cfg.max_pending == 0)
-		r->cfg.max_pending = 64;
-	if (r->cfg.max_bad_frames == 0)
-		r->cfg.max_bad_frames = 8;
-	if (r->cfg.max_slow_sends == 0)
-		r->cfg.max_slow_sends = 2;
 	r->next_client_id = 1;
 	r->counters = &r->counters_own;
 	if (r->cfg.max_clients_per_uid == 0)
 		r->cfg.max_clients_per_uid = MAX(r->cfg.max_clients / 2, 1u);
 	r->clients_per_uid = g_hash_table_new(g_direct_hash, g_direct_equal);
 	g_queue_init(&r->unregistered);
-	if (r->cfg.max_half_open == 0)
-		r->cfg.max_half_open = r->cfg.max_sessions;
-	if (r->cfg.max_half_open_per_peer == 0)
-		r->cfg.max_half_open_per_peer = r->cfg.max_half_open;
-	if (r->cfg.max_total_half_open == 0)
-		r->cfg.max_total_half_open = UINT32_MAX;
-	if (r->cfg.max_total_sessions == 0)
-		r->cfg.max_total_sessions = UINT32_MAX;
 	/* A relay capped below the usual start needs no bigger table. */
 	r->sessions = session_table_new_sized(cfg->timeouts_ms, r->cfg.max_total_sessions);
 	r->half_open_peers = g_hash_table_new_full(relay_peer_key_hash, relay_peer_key_equal,
@@ -901,99 +887,4 @@ int relay_resume_sends(Relay *r)
 	umad_sender_free(r->sender);
 	r->sender = s;
 	return 0;
-}
-
-void relay_foreach_client(const Relay *r, void (*fn)(void *userdata, const RelayClientInfo *c),
-			  void *userdata)
-{
-	g_autofree uint8_t *gids = NULL;
-	uint32_t room = 0;
-	GHashTableIter it;
-	gpointer value;
-
-	g_hash_table_iter_init(&it, r->clients);
-	while (g_hash_table_iter_next(&it, NULL, &value)) {
-		const RelayClient *c = value;
-		RelayClientInfo info = {
-			.id = c->id,
-			.vm = c->vm,
-			.cred = c->conn.cred,
-			.comm = c->conn.comm,
-			.connected_usec = c->conn.connected_usec,
-			.n_gids = c->n_gids,
-			.queued = client_queued(&c->conn),
-			.sessions = c->sessions.count,
-			.caps = c->caps,
-			.hello_done = c->hello_done,
-			.stats = c->stats,
-		};
-
-		if (c->n_gids > room) {
-			room = c->n_gids;
-			gids = g_realloc_n(gids, room, GID_LEN);
-		}
-		for (uint32_t i = 0; i < c->n_gids; i++)
-			memcpy(gids + (size_t)i * GID_LEN, c->gids[i].gid, GID_LEN);
-		info.gids = gids;
-		fn(userdata, &info);
-	}
-}
-
-void relay_foreach_session(const Relay *r, void (*fn)(void *userdata, const Session *s),
-			   void *userdata)
-{
-	session_table_foreach(r->sessions, fn, userdata);
-}
-
-const UmadPort *relay_port(const Relay *r)
-{
-	return r->port;
-}
-
-uint32_t relay_client_count(const Relay *r)
-{
-	return g_hash_table_size(r->clients);
-}
-
-uint32_t relay_gid_count(const Relay *r)
-{
-	return g_hash_table_size(r->gid_owners);
-}
-
-uint32_t relay_session_count(const Relay *r)
-{
-	return session_table_count(r->sessions);
-}
-
-size_t relay_session_memory(const Relay *r)
-{
-	return session_table_memory(r->sessions);
-}
-
-uint32_t relay_sender_queued(const Relay *r)
-{
-	return umad_sender_pending(r->sender);
-}
-
-uint64_t relay_sender_written(const Relay *r)
-{
-	UmadSenderStats st;
-
-	umad_sender_stats(r->sender, &st);
-	return st.written;
-}
-
-void relay_sender_stats(const Relay *r, UmadSenderStats *ret)
-{
-	umad_sender_stats(r->sender, ret);
-}
-
-bool relay_ended_loop(const Relay *r)
-{
-	return r->ended_loop;
-}
-
-const RelayCounters *relay_counters(const Relay *r)
-{
-	return r->counters;
 }

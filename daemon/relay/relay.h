@@ -29,6 +29,13 @@
 #include "util.h"
 #include "vm-table.h"
 
+/*
+ * What a relay is made with. relay_config_init() gives every field its
+ * default: the one place the daemon's defaults are written (its options
+ * start from them, rdmacm-mux --help shows them). A field is used as it
+ * is: 0 is a value, meaning what its comment says where it means
+ * anything.
+ */
 typedef struct RelayConfig {
 	uint32_t max_clients;
 	uint32_t max_clients_per_uid; /* connections of one uid (0: half of max_clients) */
@@ -44,6 +51,7 @@ typedef struct RelayConfig {
 	uint32_t send_fast_ms;	 /* a destination that took a write stays fast this long */
 	uint32_t send_fail_ms;	 /* one that did not answer fails at once this long */
 	uint32_t send_timeout_ms; /* a sender's write that takes longer is stopped */
+	uint32_t max_send_queue;  /* MADs queued for the senders or being written, in all */
 	/* The senders' workers (sender-pool.h's in the daemon), required. */
 	const UmadSendWorkersOps *send_workers;
 	void *send_workers_arg;
@@ -86,6 +94,9 @@ void relay_add_event_sink(Relay *r, RelayEventFn fn, void *userdata);
 void relay_remove_event_sink(Relay *r, RelayEventFn fn, void *userdata);
 /* One human-readable line for @ev, without a newline. */
 void relay_format_event(const RelayEvent *ev, char *buf, size_t len);
+
+/* Fill @cfg with every default (send_workers, clock and trace unset). */
+void relay_config_init(RelayConfig *cfg);
 
 /**
  * relay_new() - start relaying on @port (taken over) within @event.

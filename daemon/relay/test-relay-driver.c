@@ -55,11 +55,14 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, UNIT_TEST_GID_10_0_1_1,
 				     UNIT_TEST_GID_10_0_1_2, NULL };
-	RelayConfig cfg = {
-		.max_clients = 8, .max_gids = 4, .max_sessions = 4, .max_queued = 4,
-		.timeouts_ms = { 0, 1000, 2000, 500 },
-	};
+	RelayConfig cfg;
 	(void)data;
+
+	relay_config_init(&cfg);
+	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 4, cfg.max_queued = 4;
+	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
+	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
 
 	memset(f, 0, sizeof(*f));
 	f->sysfs = unit_test_fake_sysfs("relay-driver-XXXXXX", "fake0", gids);

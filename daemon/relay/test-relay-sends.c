@@ -106,12 +106,14 @@ static void expect_answer(const struct rdmacm_mux_msg *m, uint32_t local, int er
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	const char *const gids[] = { UNIT_TEST_GID_LINK_LOCAL, UNIT_TEST_GID_10_0_1_1, NULL };
-	RelayConfig cfg = {
-		.max_clients = 8, .max_gids = 4, .max_sessions = 16, .max_queued = 8,
-		.max_pending = 16, .max_slow_sends = MAX_SLOW_SENDS, .send_fast_ms = 1000,
-		.send_fail_ms = 500, .timeouts_ms = { 0, 60000, 60000, 60000 },
-	};
+	RelayConfig cfg;
 	(void)data;
+
+	relay_config_init(&cfg);
+	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 16, cfg.max_queued = 8;
+	cfg.max_pending = 16, cfg.max_slow_sends = MAX_SLOW_SENDS, cfg.send_fail_ms = 500;
+	for (int i = SESSION_TIMER_NONE + 1; i < SESSION_TIMER_COUNT; i++)
+		cfg.timeouts_ms[i] = 60000;
 
 	memset(f, 0, sizeof(*f));
 	f->sysfs = unit_test_fake_sysfs("relay-sends-XXXXXX", "fake0", gids);

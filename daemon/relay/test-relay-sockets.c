@@ -40,11 +40,14 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	};
 	UmadPort *p = NULL;
 	/* a few clients, up to two GIDs each, no session */
-	RelayConfig cfg = {
-		.max_clients = 4, .max_gids = 2, .max_sessions = 1, .max_queued = 2,
-		.timeouts_ms = { 0, 1000, 2000, 500 },
-	};
+	RelayConfig cfg;
 	(void)data;
+
+	relay_config_init(&cfg);
+	cfg.max_clients = 4, cfg.max_gids = 2, cfg.max_sessions = 1, cfg.max_queued = 2;
+	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
+	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
 
 	memset(f, 0, sizeof(*f));
 	/* no MAD this file sends needs to be seen */

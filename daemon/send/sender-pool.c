@@ -32,9 +32,6 @@
 #define SENDER_REAP_RETRY_USEC 50000ull
 /* A stop waits this long for the processes it killed to be reaped. */
 #define SENDER_STOP_REAP_USEC 100000ull
-/* The default deadline of a write: four times the kernel's longest wait
- * for a neighbour (1 s, rdma_resolve_ip() in the umad write). */
-#define SENDER_DEADLINE_DEFAULT_USEC (4 * 1000000ull)
 
 typedef enum SenderState {
 	SENDER_EMPTY,	 /* no process */
@@ -440,7 +437,7 @@ static int sender_pool_start(sd_event *event, UmadPort *port, const UmadSenderCo
 	p->port = port;
 	p->events = *events;
 	p->wanted = MAX(cfg->senders, 1u);
-	p->deadline_usec = cfg->deadline_usec ? cfg->deadline_usec : SENDER_DEADLINE_DEFAULT_USEC;
+	p->deadline_usec = cfg->deadline_usec;
 	p->senders = g_new0(Sender, p->wanted);
 	for (unsigned i = 0; i < p->wanted; i++)
 		p->senders[i].sock = -1;

@@ -104,14 +104,23 @@ static void request(Ctx *x, uint32_t id, const struct rdmacm_mux_msg *m)
 	x->req = NULL;
 }
 
+/* Small limits, every budget the sessions' own, no register timeout. */
+static void configure(RelayConfig *cfg)
+{
+	cfg->max_clients = MAX_CLIENTS, cfg->max_gids = 4, cfg->max_queued = 4;
+	cfg->max_sessions = cfg->max_half_open = cfg->max_half_open_per_peer = 8;
+	cfg->max_total_sessions = cfg->max_total_half_open = UINT32_MAX;
+	cfg->register_timeout_ms = 0;
+	cfg->timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
+	cfg->timeouts_ms[SESSION_TIMER_SIDR] = 500;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static Ctx x;
 	static const FuzzRelaySetup setup = {
-		.cfg = {
-			.max_clients = MAX_CLIENTS, .max_gids = 4, .max_sessions = 8,
-			.max_queued = 4, .timeouts_ms = { 0, 1000, 2000, 500 },
-		},
+		.configure = configure,
 		.senders = 2,
 		.send = count_send,
 		.sink = format_event,

@@ -1165,6 +1165,21 @@ static void finish(Fuzz *f)
 			   f->clients[i]->id, f->clients[i]->n_pending);
 }
 
+/* The fuzzer's limits; a client's half-open budgets are its session
+ * budget, and no register timeout. */
+static void configure(RelayConfig *cfg)
+{
+	cfg->max_clients = MAX_CLIENTS, cfg->max_gids = MAX_GIDS, cfg->max_queued = MAX_QUEUED;
+	cfg->max_sessions = cfg->max_half_open = cfg->max_half_open_per_peer = MAX_SESSIONS;
+	cfg->max_pending = MAX_PENDING, cfg->max_bad_frames = MAX_BAD;
+	cfg->max_total_sessions = MAX_TOTAL_SESSIONS;
+	cfg->max_total_half_open = MAX_TOTAL_HALF_OPEN;
+	cfg->register_timeout_ms = 0;
+	cfg->timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 4000;
+	cfg->timeouts_ms[SESSION_TIMER_SIDR] = 500;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[OP_COUNT] = {
@@ -1178,14 +1193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	static Fuzz state;
 	static const FuzzRelaySetup setup = {
-		.cfg = {
-			.max_clients = MAX_CLIENTS, .max_gids = MAX_GIDS,
-			.max_sessions = MAX_SESSIONS, .max_queued = MAX_QUEUED,
-			.max_pending = MAX_PENDING, .max_bad_frames = MAX_BAD,
-			.max_total_sessions = MAX_TOTAL_SESSIONS,
-			.max_total_half_open = MAX_TOTAL_HALF_OPEN,
-			.timeouts_ms = { 0, 1000, 4000, 500 },
-		},
+		.configure = configure,
 		.senders = 2,
 		.send = on_send,
 		.sink = on_event,

@@ -62,13 +62,16 @@ static Relay *relay_make(const FuzzRelaySetup *setup)
 {
 	UmadPort *port = NULL;
 	Relay *r = NULL;
+	RelayConfig cfg;
 	int e;
 
+	relay_config_init(&cfg);
+	setup->configure(&cfg);
 	e = umad_port_new_fake_gids("fuzz0", 1, true, fuzz_port_gid, FUZZ_PORT_GIDS, setup->send,
 				    setup->userdata, &port);
 	if (e < 0)
 		fuzz_fail("umad_port_new_fake_gids: %s", g_strerror(-e));
-	e = relay_driver_new(event, port, &setup->cfg, setup->senders, &r);
+	e = relay_driver_new(event, port, &cfg, setup->senders, &r);
 	if (e < 0)
 		fuzz_fail("relay_driver_new: %s", g_strerror(-e));
 	if (setup->sink)

@@ -26,7 +26,8 @@ void fuzz_env_init(void);
 /* What a fuzzer's relay is made of; the same for every input of a
  * process (fuzz_relay_begin() keeps the relay it made from it). */
 typedef struct FuzzRelaySetup {
-	RelayConfig cfg;
+	/* The fuzzer's limits, over relay_config_init()'s defaults. */
+	void (*configure)(RelayConfig *cfg);
 	unsigned senders; /* stand-in senders (relay-driver.h) */
 	/* The fake port's writes; @userdata is the send's and the sink's. */
 	int (*send)(void *userdata, UmadBuffer *buf, size_t mad_len);
