@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Owns the "state" memfd of the hand-off format: its sections (clients,
- * counters, owed answers, the crash-loop guard, the VMs' two copies),
- * writing them in place,
- * and taking a predecessor's over, in place when it has exactly this
- * build's layout, else converted section by section into a fresh memfd.
+ * counters, owed answers, the crash-loop guard; the VMs' two copies are
+ * handoff-state-vms.c's), writing them in place, and taking a
+ * predecessor's over, in place when it has exactly this build's layout,
+ * else converted section by section into a fresh memfd.
  */
-#include "handoff-state.h"
+#include "handoff-state-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,34 +18,6 @@
 #include "handoff-legacy.h"
 #include "log.h"
 #include "util.h"
-
-/* A state memfd bigger than this is not one of ours. */
-#define HANDOFF_STATE_MAX_BYTES (1ull << 30)
-
-struct HandoffState {
-	int fd;
-	void *map;
-	size_t bytes;
-	HandoffHeader *hdr;
-	HandoffSection *sec_clients, *sec_counters, *sec_owed, *sec_guard, *sec_vms;
-	uint8_t *clients;
-	size_t client_size;
-	uint32_t n_clients;
-	uint32_t max_gids;
-	uint8_t *owed;
-	size_t owed_size;
-	uint32_t n_owed;
-	GArray *owed_free; /* indexes of free owed records below the mark, a stack */
-	uint32_t owed_used; /* records in use: none, and nothing is scanned */
-	uint32_t owed_mark; /* records past it were never used (the section's arg1) */
-	HandoffGuard *guard;
-	uint64_t vms_sequence; /* the current VMs' copy's (0: none) */
-	uint32_t vms_current;  /* its index */
-	uint32_t next_free; /* where handoff_state_claim() starts looking */
-	const char *const *counter_names; /* the shape's */
-	uint32_t n_counters;
-	char writer[32];
-};
 
 /* ---- the sections ---- */
 
@@ -110,14 +82,6 @@ static void guard_shape(const HandoffShape *shape, HandoffSection *e)
 	e->length = sizeof(HandoffGuard);
 }
 
-static void vms_shape(const HandoffShape *shape, HandoffSection *e)
-{
-	uint64_t room = MIN(shape->vms_bytes, HANDOFF_VMS_MAX_BYTES);
-
-	e->record_size = (uint32_t)HANDOFF_ALIGN8(sizeof(HandoffCopy) + room);
-	e->n_records = 2;
-	e->length = (uint64_t)e->record_size * e->n_records;
-}
 
 static void clients_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
 			    HandoffDroppedFn dropped, void *userdata);
@@ -127,15 +91,13 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 			 HandoffDroppedFn dropped, void *userdata);
 static void guard_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
 			  HandoffDroppedFn dropped, void *userdata);
-static void vms_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
-			HandoffDroppedFn dropped, void *userdata);
 
 static const HandoffSectionOps section_ops[] = {
 	{ HANDOFF_SECTION_CLIENTS, "clients", clients_shape, clients_convert },
 	{ HANDOFF_SECTION_COUNTERS, "counters", counters_shape, counters_convert },
 	{ HANDOFF_SECTION_OWED, "owed answers", owed_shape, owed_convert },
 	{ HANDOFF_SECTION_GUARD, "crash-loop guard", guard_shape, guard_convert },
-	{ HANDOFF_SECTION_VMS, "VMs", vms_shape, vms_convert },
+	{ HANDOFF_SECTION_VMS, "VMs", handoff_vms_shape, handoff_vms_convert },
 };
 #define N_SECTIONS G_N_ELEMENTS(section_ops)
 
@@ -172,65 +134,6 @@ static void state_bind(HandoffState *s, const HandoffShape *shape)
 	s->counter_names = shape->counter_names;
 	s->n_counters = shape->n_counters;
 	g_strlcpy(s->writer, s->hdr->writer, sizeof(s->writer));
-}
-
-/* Copy @i of the twice-kept section @e whose bytes are at @bytes. */
-static const HandoffCopy *copy_at(const HandoffSection *e, const uint8_t *bytes, uint32_t i)
-{
-	return (const HandoffCopy *)(const void *)(bytes + (size_t)i * e->record_size);
-}
-
-/*
- * The current copy of the twice-kept section @e (checked to lie inside
- * the memfd, its bytes at @bytes): of the copies whose length fits their
- * record, the one of the highest sequence. Return: its index, or -1.
- */
-static int copy_current(const HandoffSection *e, const uint8_t *bytes)
-{
-	uint64_t best = 0;
-	int found = -1;
-
-	if (e->record_size < sizeof(HandoffCopy) || e->record_size % 8 ||
-	    e->n_records > HANDOFF_MAX_COPIES ||
-	    (uint64_t)e->record_size * e->n_records > e->length)
-		return -1;
-	for (uint32_t i = 0; i < e->n_records; i++) {
-		const HandoffCopy *c = copy_at(e, bytes, i);
-		uint64_t seq = __atomic_load_n(&c->sequence, __ATOMIC_ACQUIRE);
-
-		if (seq > best && c->length <= e->record_size - sizeof(HandoffCopy) &&
-		    c->length <= HANDOFF_VMS_MAX_BYTES) {
-			best = seq;
-			found = (int)i;
-		}
-	}
-	return found;
-}
-
-/* Which of this state's VMs' copies is current (after a take-over). */
-static void state_vms_rebuild(HandoffState *s)
-{
-	uint8_t *bytes = (uint8_t *)s->map + s->sec_vms->offset;
-	int i = copy_current(s->sec_vms, bytes);
-	HandoffCopy *c;
-
-	s->vms_current = i < 0 ? 1 : (uint32_t)i; /* none: the first write goes to copy 0 */
-	s->vms_sequence = 0;
-	if (i < 0)
-		return;
-	c = (HandoffCopy *)(void *)(bytes + (size_t)i * s->sec_vms->record_size);
-	s->vms_sequence = c->sequence;
-	/* A sequence no writer reaches would wrap to 0 on the next write,
-	 * which then would never count: numbered anew, the other copy out
-	 * of the choice first. */
-	if (s->vms_sequence >= HANDOFF_COPY_SEQUENCE_MAX) {
-		HandoffCopy *other = (HandoffCopy *)(void *)(bytes + (size_t)(i ^ 1) *
-								       s->sec_vms->record_size);
-
-		__atomic_store_n(&other->sequence, 0, __ATOMIC_RELEASE);
-		__atomic_store_n(&c->sequence, 1, __ATOMIC_RELEASE);
-		s->vms_sequence = 1;
-	}
 }
 
 static HandoffOwed *owed_at(HandoffState *s, uint32_t i)
@@ -335,7 +238,8 @@ static bool client_slot_holds_up(const HandoffClientSlot *slot, uint32_t max_gid
 	return true;
 }
 
-static void drop(HandoffDroppedFn dropped, void *userdata, const char *what, const char *why)
+void handoff_state_drop(HandoffDroppedFn dropped, void *userdata, const char *what,
+			const char *why)
 {
 	if (dropped)
 		dropped(userdata, what, why);
@@ -363,7 +267,7 @@ static void state_check_items(HandoffState *s, HandoffDroppedFn dropped, void *u
 			continue;
 		}
 		g_snprintf(what, sizeof(what), "client %u", slot->id);
-		drop(dropped, userdata, what, why);
+		handoff_state_drop(dropped, userdata, what, why);
 		memset(slot, 0, s->client_size);
 	}
 	for (uint32_t i = 0; i < MIN(s->sec_owed->arg1, s->n_owed); i++) {
@@ -376,13 +280,13 @@ static void state_check_items(HandoffState *s, HandoffDroppedFn dropped, void *u
 		    o->frame.hdr.msg_type == RDMACM_MUX_MSG_TYPE_REQ)
 			continue;
 		g_snprintf(what, sizeof(what), "an answer owed to client %u", o->client_id);
-		drop(dropped, userdata, what,
+		handoff_state_drop(dropped, userdata, what,
 		     o->frame.hdr.msg_type != RDMACM_MUX_MSG_TYPE_REQ ? "its frame is not a request"
 								       : "its client has no slot");
 		memset(o, 0, s->owed_size);
 	}
 	state_owed_free_rebuild(s);
-	state_vms_rebuild(s);
+	handoff_vms_rebuild(s);
 }
 
 /* Whether the checked header @page describes exactly the layout this
@@ -447,7 +351,7 @@ static void clients_convert(HandoffState *s, const HandoffSection *src, const ui
 	if (src->record_size < sizeof(HandoffClientSlot) || src->arg0 < sizeof(HandoffClientSlot) ||
 	    src->arg0 % 8 || src->arg1 > 65536 ||
 	    (uint64_t)src->arg0 + (uint64_t)src->arg1 * 16 > src->record_size) {
-		drop(dropped, userdata, "every client", "the clients section's records do not hold up");
+		handoff_state_drop(dropped, userdata, "every client", "the clients section's records do not hold up");
 		return;
 	}
 	for (uint32_t i = 0; i < src->n_records; i++) {
@@ -461,11 +365,11 @@ static void clients_convert(HandoffState *s, const HandoffSection *src, const ui
 			continue;
 		g_snprintf(what, sizeof(what), "client %u", from.id);
 		if (from.n_gids > src->arg1) {
-			drop(dropped, userdata, what, "more GIDs than its slot holds");
+			handoff_state_drop(dropped, userdata, what, "more GIDs than its slot holds");
 			continue;
 		}
 		if (next >= s->n_clients) {
-			drop(dropped, userdata, what, "no slot left (--max-clients is lower now)");
+			handoff_state_drop(dropped, userdata, what, "no slot left (--max-clients is lower now)");
 			continue;
 		}
 		to = handoff_state_slot(s, next++);
@@ -489,7 +393,7 @@ static void counters_convert(HandoffState *s, const HandoffSection *src, const u
 
 	if (HANDOFF_ALIGN64((uint64_t)src->arg0 * 8) + (uint64_t)src->arg0 * HANDOFF_COUNTER_NAME_LEN >
 	    src->length) {
-		drop(dropped, userdata, "the counters", "their section does not hold them");
+		handoff_state_drop(dropped, userdata, "the counters", "their section does not hold them");
 		return;
 	}
 	for (uint32_t i = 0; i < src->arg0; i++) {
@@ -524,7 +428,7 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 	if (src->arg0 != sizeof(struct rdmacm_mux_msg) ||
 	    src->record_size < offsetof(HandoffOwed, frame) + src->arg0) {
 		if (src->n_records)
-			drop(dropped, userdata, "the owed answers",
+			handoff_state_drop(dropped, userdata, "the owed answers",
 			     "their frames are not of this build's size");
 		return;
 	}
@@ -539,7 +443,7 @@ static void owed_convert(HandoffState *s, const HandoffSection *src, const uint8
 		if (!id)
 			continue;
 		if (next >= s->n_owed) {
-			drop(dropped, userdata, "an owed answer", "no record left for it");
+			handoff_state_drop(dropped, userdata, "an owed answer", "no record left for it");
 			continue;
 		}
 		to = (HandoffOwed *)(void *)(s->owed + (size_t)next++ * s->owed_size);
@@ -558,26 +462,6 @@ static void guard_convert(HandoffState *s, const HandoffSection *src, const uint
 		memcpy(&s->guard->unsettled_starts, bytes, sizeof(uint32_t));
 }
 
-static void vms_convert(HandoffState *s, const HandoffSection *src, const uint8_t *bytes,
-			HandoffDroppedFn dropped, void *userdata)
-{
-	HandoffCopy *to = (HandoffCopy *)(void *)((uint8_t *)s->map + s->sec_vms->offset);
-	int i = copy_current(src, bytes);
-	const HandoffCopy *from;
-
-	if (i < 0)
-		return;
-	from = copy_at(src, bytes, (uint32_t)i);
-	if (from->length > s->sec_vms->record_size - sizeof(HandoffCopy)) {
-		drop(dropped, userdata, "the VMs' state",
-		     "larger than this daemon's room for it (--max-vms is lower now)");
-		return;
-	}
-	/* Into the first copy, its sequence going on. */
-	memcpy(to->bytes, from->bytes, from->length);
-	to->length = from->length;
-	to->sequence = from->sequence;
-}
 
 /* A fresh state of @shape holding what the checked image @img (@len
  * bytes, of this major) has that this build knows. */
@@ -612,7 +496,7 @@ static int state_convert(const uint8_t *img, size_t len, const HandoffShape *sha
 
 /* Map the state memfd @fd read-only (*@ret, *@ret_bytes long; the caller
  * unmaps it). Return: 0, or a negative errno with *@why set. */
-static int state_map_ro(int fd, void **ret, size_t *ret_bytes, const char **why)
+int handoff_state_map_ro(int fd, void **ret, size_t *ret_bytes, const char **why)
 {
 	struct stat st;
 	void *ro;
@@ -646,7 +530,7 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	const HandoffHeader *h;
 	const HandoffSection *counters;
 	size_t legacy_len = 0;
-	/* Set by state_map_ro() when it succeeds; optimising compilers
+	/* Set by handoff_state_map_ro() when it succeeds; optimising compilers
 	 * cannot always see that across it. */
 	void *ro = NULL;
 	size_t bytes = 0;
@@ -655,7 +539,7 @@ int handoff_state_adopt(int fd, const HandoffShape *shape, HandoffDroppedFn drop
 	if (!why)
 		why = &dummy;
 	*ret_converted = false;
-	r = state_map_ro(fd, &ro, &bytes, why);
+	r = handoff_state_map_ro(fd, &ro, &bytes, why);
 	if (r < 0)
 		return r;
 	/* 0.1.0's raw layout: rewritten into an image of this format first. */
@@ -886,62 +770,6 @@ void handoff_state_owed_take(HandoffState *s, uint32_t client_id, GArray *ret)
 		if (owed_at(s, i)->client_id == client_id)
 			g_array_append_val(ret, i);
 	g_array_sort_with_data(ret, owed_seq_cmp, s);
-}
-
-/* ---- the VMs ---- */
-
-int handoff_state_vms_peek(int fd, const char *dev, int port, GBytes **ret, const char **why)
-{
-	const char *dummy;
-	const HandoffHeader *h;
-	const HandoffSection *e;
-	/* Set by state_map_ro() when it succeeds; optimising compilers
-	 * cannot always see that across it. */
-	void *ro = NULL;
-	size_t bytes = 0;
-	int r, i;
-
-	if (!why)
-		why = &dummy;
-	*ret = NULL;
-	r = state_map_ro(fd, &ro, &bytes, why);
-	if (r < 0)
-		return r;
-	/* 0.1.0's raw layout (or anything else) has no VMs. */
-	r = handoff_header_check(ro, bytes, bytes, HANDOFF_KIND_STATE, why);
-	h = ro;
-	if (r == 0 && (strcmp(h->dev, dev) != 0 || h->port != (uint32_t)port)) {
-		*why = "it is of another device or port";
-		r = -EPROTO;
-	}
-	e = r == 0 ? handoff_header_find(ro, HANDOFF_SECTION_VMS) : NULL;
-	i = e ? copy_current(e, (const uint8_t *)ro + e->offset) : -1;
-	if (i >= 0) {
-		const HandoffCopy *c = copy_at(e, (const uint8_t *)ro + e->offset, (uint32_t)i);
-
-		*ret = g_bytes_new(c->bytes, c->length);
-	}
-	munmap(ro, bytes);
-	return r;
-}
-
-int handoff_state_vms_write(HandoffState *s, const void *data, size_t len)
-{
-	uint32_t next = s->vms_current ^ 1u;
-	HandoffCopy *to;
-
-	if (len > s->sec_vms->record_size - sizeof(HandoffCopy))
-		return -ENOSPC;
-	to = (HandoffCopy *)(void *)((uint8_t *)s->map + s->sec_vms->offset +
-				     (size_t)next * s->sec_vms->record_size);
-	/* Out of the reader's choice while it is rewritten; current last. */
-	__atomic_store_n(&to->sequence, 0, __ATOMIC_RELEASE);
-	memcpy(to->bytes, data, len);
-	to->length = (uint32_t)len;
-	__atomic_store_n(&to->sequence, s->vms_sequence + 1, __ATOMIC_RELEASE);
-	s->vms_sequence++;
-	s->vms_current = next;
-	return 0;
 }
 
 /* ---- the crash-loop guard ---- */
