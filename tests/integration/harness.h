@@ -18,12 +18,11 @@
 #include "cm-mad.h"
 #include "prom-text.h"
 #include "rdmacm-mux.h"
+#include "supervisor.h"
 
 typedef struct Fabric {
 	char *dir;
 } Fabric;
-
-typedef struct Supervisor Supervisor;
 
 typedef struct Daemon {
 	Fabric *fabric;
@@ -90,30 +89,12 @@ int daemon_threads(const Daemon *d);
 unsigned daemon_open_fds(const Daemon *d);
 double daemon_cpu_seconds(const Daemon *d);
 
-/* ---- a supervisor with an fd store, as systemd is (supervisor.c) ---- */
+/* ---- a supervisor with an fd store, as systemd is (supervisor.h) ---- */
 
-Supervisor *supervisor_new(Fabric *f);
-void supervisor_free(Supervisor *s);
 /* Start rdmacm-mux under @s: $NOTIFY_SOCKET is its, and every (re)start
  * passes what the store holds; a start is done at READY=1. */
 Daemon *daemon_start_supervised(Supervisor *s, Fabric *f, const char *ca,
 				const char *const *extra);
-const char *supervisor_notify_path(const Supervisor *s);
-unsigned supervisor_ready_count(Supervisor *s);
-/* Wait until more than @after READY=1 came. */
-bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms);
-/* How many stored fds have a name starting with @prefix. */
-unsigned supervisor_stored(Supervisor *s, const char *prefix);
-/* The store's fd named @name (still the store's), or -1. */
-int supervisor_stored_fd(Supervisor *s, const char *name);
-/* Store a copy of @fd under @name, as FDSTORE=1 would (a file stored
- * already is stored again: a test puts back what a crash left). */
-void supervisor_store_fd(Supervisor *s, const char *name, int fd);
-/* Close everything stored, as systemd does when the unit stops. */
-void supervisor_clear(Supervisor *s);
-/* fork and exec @argv with @envp plus the notify socket and the stored
- * fds, output to @log_fd. */
-GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd);
 /* The two-hosts fabric's daemons: A on simA with @opts_a, B on simB with
  * @opts_b. */
 void hosts_start(Fabric *f, const char *const *opts_a, const char *const *opts_b, Daemon **da,

@@ -48,7 +48,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 
 	(void)data;
 	f->p.fabric = fabric_new_args(fabric);
-	f->p.sup = supervisor_new(f->p.fabric);
+	f->p.sup = supervisor_new(f->p.fabric->dir);
 	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", NULL);
 	qemu_pairs_open(&f->p, N_Q);
 	f->tid = 0xc000;

@@ -37,7 +37,7 @@ typedef struct Fixture {
 static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	f->p.fabric = fabric_new("two-hosts");
-	f->p.sup = supervisor_new(f->p.fabric);
+	f->p.sup = supervisor_new(f->p.fabric->dir);
 	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", data);
 	qemu_pairs_open(&f->p, 1);
 	f->tid = 0x7000;

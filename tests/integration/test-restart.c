@@ -39,7 +39,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 {
 	f->p.fabric = fabric_new("two-hosts");
 	if (!data) {
-		f->p.sup = supervisor_new(f->p.fabric);
+		f->p.sup = supervisor_new(f->p.fabric->dir);
 		f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", NULL);
 	} else {
 		f->p.da = daemon_start(f->p.fabric, "simA", held_opts);

@@ -94,7 +94,7 @@ static void fixture_start(Fixture *f, const char *kind, const char *const *extra
 	const char *head = harness_env_bin("RDMACM_MUX_BIN");
 	g_autofree char *saved = g_strdup(head);
 	f->p.fabric = fabric_new("two-hosts");
-	f->p.sup = supervisor_new(f->p.fabric);
+	f->p.sup = supervisor_new(f->p.fabric->dir);
 	/* The harness starts RDMACM_MUX_BIN. */
 	g_setenv("RDMACM_MUX_BIN", daemon_binary(kind), TRUE);
 	f->p.da = daemon_start_supervised(f->p.sup, f->p.fabric, "simA", extra);

@@ -58,7 +58,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	/* Other users reach the sockets in it (their modes decide the rest). */
 	g_assert_cmpint(chmod(f->fabric->dir, 0711), ==, 0);
 	if (opts && opts[0] && strcmp(opts[0], "supervised") == 0) {
-		f->sup = supervisor_new(f->fabric);
+		f->sup = supervisor_new(f->fabric->dir);
 		f->da = daemon_start_supervised(f->sup, f->fabric, "simA", opts + 1);
 	} else {
 		f->da = daemon_start(f->fabric, "simA", opts);

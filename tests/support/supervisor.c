@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "supervisor.h"
 
 #define MAX_FDS_PER_MESSAGE 16
 
@@ -151,12 +151,12 @@ static gpointer supervisor_thread(gpointer data)
 	return NULL;
 }
 
-Supervisor *supervisor_new(Fabric *f)
+Supervisor *supervisor_new(const char *dir)
 {
 	Supervisor *s = g_new0(Supervisor, 1);
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-	s->path = g_strdup_printf("%s/notify-%p", f->dir, (void *)s);
+	s->path = g_strdup_printf("%s/notify-%p", dir, (void *)s);
 	s->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	g_assert_cmpint(s->sock, >=, 0);
 	g_assert_cmpuint(strlen(s->path), <, sizeof(sa.sun_path));
@@ -258,37 +258,48 @@ void supervisor_clear(Supervisor *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
+void supervisor_passed(Supervisor *s, int min_fd, GPtrArray *names, GArray *fds)
 {
-	g_autoptr(GPtrArray) env = g_ptr_array_new_with_free_func(g_free);
-	g_autoptr(GString) names = g_string_new(NULL);
-	g_autofree int *fds = NULL;
-	char listen_pid[32] = "LISTEN_PID=";
-	unsigned n;
-	pid_t pid;
-
 	pthread_mutex_lock(&s->lock);
 	/* What was sent before this start counts for it. */
 	while (supervisor_receive(s))
 		;
-	n = s->store->len;
-	fds = g_new(int, MAX(n, 1u));
-	for (unsigned i = 0; i < n; i++) {
+	for (guint i = 0; i < s->store->len; i++) {
 		const StoredFd *e = &g_array_index(s->store, StoredFd, i);
-
 		/* Copies: the store keeps its own, as systemd's does. */
-		fds[i] = fcntl(e->fd, F_DUPFD_CLOEXEC, 3 + n + 16);
-		g_assert_cmpint(fds[i], >=, 0);
-		g_string_append_printf(names, "%s%s", i ? ":" : "", e->name);
+		int fd = fcntl(e->fd, F_DUPFD_CLOEXEC, min_fd + (int)s->store->len);
+
+		g_assert_cmpint(fd, >=, 0);
+		g_array_append_val(fds, fd);
+		g_ptr_array_add(names, g_strdup(e->name));
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+GPid supervisor_exec(Supervisor *s, char **argv, char **envp, int log_fd)
+{
+	g_autoptr(GPtrArray) env = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GPtrArray) stored = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GArray) copies = g_array_new(FALSE, FALSE, sizeof(int));
+	g_autofree char *names = NULL;
+	const int *fds;
+	char listen_pid[32] = "LISTEN_PID=";
+	unsigned n;
+	pid_t pid;
+
+	/* Above the fds 3.. they go to in the child. */
+	supervisor_passed(s, 3 + 16, stored, copies);
+	n = copies->len;
+	fds = (const int *)(void *)copies->data;
+	g_ptr_array_add(stored, NULL);
+	names = g_strjoinv(":", (char **)stored->pdata);
 	for (char **e = envp; *e; e++)
 		if (!g_str_has_prefix(*e, "LISTEN_") && !g_str_has_prefix(*e, "NOTIFY_SOCKET="))
 			g_ptr_array_add(env, g_strdup(*e));
 	g_ptr_array_add(env, g_strdup_printf("NOTIFY_SOCKET=%s", s->path));
 	if (n > 0) {
 		g_ptr_array_add(env, g_strdup_printf("LISTEN_FDS=%u", n));
-		g_ptr_array_add(env, g_strdup_printf("LISTEN_FDNAMES=%s", names->str));
+		g_ptr_array_add(env, g_strdup_printf("LISTEN_FDNAMES=%s", names));
 		g_ptr_array_add(env, NULL); /* LISTEN_PID, set in the child */
 	}
 	g_ptr_array_add(env, NULL);
