@@ -226,8 +226,8 @@ int listener_take_activated(ListenerAsideFn aside, GHashTable *aside_fds, int *r
 			    int *ret_control)
 {
 	g_auto(GStrv) names = NULL;
+	g_autofree int *fds = NULL;
 	int n = sd_listen_fds_with_names(1, &names);
-	int main_fd = -1, control_fd = -1, sockets = 0, r;
 
 	*ret_main = -1;
 	*ret_control = -1;
@@ -235,8 +235,23 @@ int listener_take_activated(ListenerAsideFn aside, GHashTable *aside_fds, int *r
 		log_error("cannot take the fds systemd passed: %s", strerror(-n));
 		return n;
 	}
-	for (int i = 0; i < n; i++) {
-		int fd = SD_LISTEN_FDS_START + i;
+	fds = g_new(int, MAX(n, 1));
+	for (int i = 0; i < n; i++)
+		fds[i] = SD_LISTEN_FDS_START + i;
+	return listener_take_passed((unsigned)n, fds, (const char *const *)names, aside, aside_fds,
+				    ret_main, ret_control);
+}
+
+int listener_take_passed(unsigned n, const int *fds, const char *const *names,
+			 ListenerAsideFn aside, GHashTable *aside_fds, int *ret_main,
+			 int *ret_control)
+{
+	int main_fd = -1, control_fd = -1, sockets = 0, r;
+
+	*ret_main = -1;
+	*ret_control = -1;
+	for (unsigned i = 0; i < n; i++) {
+		int fd = fds[i];
 		const char *name = names && names[i] ? names[i] : "";
 		bool is_control = strcmp(name, "control") == 0;
 		int *slot = is_control ? &control_fd : &main_fd;

@@ -91,6 +91,14 @@ typedef bool (*ListenerAsideFn)(const char *name);
  */
 int listener_take_activated(ListenerAsideFn aside, GHashTable *aside_fds, int *ret_main,
 			    int *ret_control);
+/**
+ * listener_take_passed() - listener_take_activated() of the @n fds @fds
+ * named @names (NULL: all unnamed), passed some other way than socket
+ * activation's environment (a test's); each is taken over.
+ */
+int listener_take_passed(unsigned n, const int *fds, const char *const *names,
+			 ListenerAsideFn aside, GHashTable *aside_fds, int *ret_main,
+			 int *ret_control);
 
 /**
  * listener_allows() - whether @cred passes @allow.

@@ -64,12 +64,14 @@ static void umad_port_fake_release(UmadPort *p)
 
 static const UmadPortOps umad_port_fake_ops = UMAD_PORT_OPS(umad_port_fake);
 
-static int umad_port_new_fake_with(const char *dev, int port, bool roce, GidTable *gids,
+/* A fake port on @fd (taken over), or on a new eventfd when @fd is -1. */
+static int umad_port_new_fake_with(const char *dev, int port, bool roce, int fd, GidTable *gids,
 				   UmadPortFakeSendFn send, void *userdata, UmadPort **ret)
 {
 	UmadPortFake *f = g_new0(UmadPortFake, 1);
-	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
+	if (fd < 0)
+		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fd < 0) {
 		g_free(f);
 		gid_table_free(gids);
@@ -84,7 +86,13 @@ static int umad_port_new_fake_with(const char *dev, int port, bool roce, GidTabl
 int umad_port_new_fake(const char *dev, int port, bool roce, UmadPortFakeSendFn send,
 		       void *userdata, UmadPort **ret)
 {
-	return umad_port_new_fake_with(dev, port, roce, NULL, send, userdata, ret);
+	return umad_port_new_fake_with(dev, port, roce, -1, NULL, send, userdata, ret);
+}
+
+int umad_port_fake_adopt(const char *dev, int port, int fd, UmadPortFakeSendFn send,
+			 void *userdata, UmadPort **ret)
+{
+	return umad_port_new_fake_with(dev, port, true, fd, NULL, send, userdata, ret);
 }
 
 /* ---- a GID table in memory ---- */
@@ -140,5 +148,5 @@ int umad_port_new_fake_gids(const char *dev, int port, bool roce, const uint8_t 
 	r = gid_table_new(&src, &t);
 	if (r < 0)
 		return r;
-	return umad_port_new_fake_with(dev, port, roce, t, send, userdata, ret);
+	return umad_port_new_fake_with(dev, port, roce, -1, t, send, userdata, ret);
 }

@@ -25,4 +25,9 @@ int umad_port_new_fake_gids(const char *dev, int port, bool roce, const uint8_t 
 			    unsigned n_gids, UmadPortFakeSendFn send, void *userdata,
 			    UmadPort **ret);
 
+/* A fake port (RoCE) on @fd, taken over: the umad fd a fake port of an
+ * earlier daemon stored, as umad_port_adopt() takes a kernel one. */
+int umad_port_fake_adopt(const char *dev, int port, int fd, UmadPortFakeSendFn send,
+			 void *userdata, UmadPort **ret);
+
 #endif /* RDMACM_MUX_UMAD_PORT_FAKE_H */
