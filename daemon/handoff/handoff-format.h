@@ -117,10 +117,12 @@
  *    number in the tables of handoff-format.c; never reuse or renumber
  *    one (the unit test checks the tables are whole and unique).
  *  - a session field: append it to Session (session-table.h), give its
- *    offset a static assert, bump HANDOFF_MINOR. Zero must mean "not
- *    known": a record written by an older minor reads as zero there.
+ *    offset a static assert, bump HANDOFF_MINOR and give the new minor
+ *    its row of record sizes in test-handoff-state.c (which fails until
+ *    it has one). Zero must mean "not known": a record written by an
+ *    older minor reads as zero there.
  *  - a client field: append it to HandoffClientSlot before the GIDs (the
- *    GIDs move: readers find them at arg0), bump HANDOFF_MINOR.
+ *    GIDs move: readers find them at arg0), bump HANDOFF_MINOR, as above.
  *  - a section: a new HANDOFF_SECTION_* number, and an entry in the
  *    section table of handoff-state.c (its size in a fresh state, whether
  *    a predecessor's is usable in place, how to convert one). The readers

@@ -335,6 +335,68 @@ UNIT_TEST("/handoff/wire-tables", test_wire_tables)
 	}
 }
 
+/* ---- records per minor ---- */
+
+/*
+ * The size of each record a minor of this major writes. A field added to
+ * a record changes its size: without a new minor and its row here, this
+ * fails (ARCHITECTURE.md, "A hand-off field").
+ */
+static const struct {
+	unsigned minor;
+	size_t session, client_fixed;
+} minor_records[] = {
+	{ 0, 92, 24 },
+	{ 1, 100, 24 },
+#ifdef RDMACM_MUX_HANDOFF_FUTURE
+	{ 2, 104, 24 },
+#endif
+};
+
+UNIT_TEST("/handoff/records-per-minor", test_records_per_minor)
+{
+	const size_t last = G_N_ELEMENTS(minor_records) - 1;
+
+	g_assert_cmpuint(minor_records[last].minor, ==, HANDOFF_MINOR);
+	g_assert_cmpuint(sizeof(Session), ==, minor_records[last].session);
+	g_assert_cmpuint(offsetof(HandoffClientSlot, gids), ==, minor_records[last].client_fixed);
+	for (size_t i = 1; i <= last; i++) {
+		/* Records only grow, a minor at a time. */
+		g_assert_cmpuint(minor_records[i].minor, ==, minor_records[i - 1].minor + 1);
+		g_assert_cmpuint(minor_records[i].session, >=, minor_records[i - 1].session);
+		g_assert_cmpuint(minor_records[i].client_fixed, >=, minor_records[i - 1].client_fixed);
+	}
+}
+
+/* The rows say what the releases wrote: each golden sessions file of this
+ * major has its minor's record size. */
+UNIT_TEST("/handoff/records-per-minor-golden", test_records_per_minor_golden)
+{
+	g_autoptr(GDir) d = g_dir_open(GOLDEN_DIR, 0, NULL);
+	const char *name;
+	unsigned checked = 0;
+
+	g_assert_nonnull(d);
+	while ((name = g_dir_read_name(d))) {
+		g_autofree char *path = g_build_filename(GOLDEN_DIR, name, "sessions", NULL);
+		g_autofree char *data = NULL;
+		const HandoffHeader *h;
+		const HandoffSection *e;
+		gsize len;
+
+		if (!g_file_get_contents(path, &data, &len, NULL) || len < HANDOFF_PAGE ||
+		    memcmp(data, HANDOFF_MAGIC, 8) != 0)
+			continue; /* not a directory, or 0.1.0's raw layout */
+		h = (const HandoffHeader *)(const void *)data;
+		e = handoff_header_find(data, HANDOFF_SECTION_SESSIONS);
+		g_assert_nonnull(e);
+		g_assert_cmpuint(h->minor, <, G_N_ELEMENTS(minor_records));
+		g_assert_cmpuint(e->record_size, ==, minor_records[h->minor].session);
+		checked++;
+	}
+	g_assert_cmpuint(checked, >=, 2);
+}
+
 /* ---- in place, converted, refused ---- */
 
 static void state_bytes(HandoffState *s, GByteArray *out)

@@ -3,8 +3,9 @@
  * Unit tests of the counter lists (relay-counters.h): every RelayCounters
  * word has one stable name that fits the hand-off, where the lists say;
  * the reasons' wire numbers and names are unique; every counter the
- * golden hand-off files of past releases carry is still one of ours; and
- * the metrics rows of one family are written as one family.
+ * golden hand-off files of past releases carry is still one of ours; the
+ * metrics rows of one family are written as one family; and every CM
+ * attribute is named wherever its counters are.
  */
 #include <glib.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "handoff-format.h"
 #include "relay-counters.h"
 #include "unit-test.h"
+#include "vm-table.h"
 
 /* The index of the counter named @name, or -1. */
 static int counter_index(const char *name)
@@ -149,6 +151,32 @@ UNIT_TEST("/relay-counters/metric-families", test_metric_families)
 			g_assert_nonnull(rows[i].label);
 			g_assert_cmpstr(rows[i].label, ==, rows[i - 1].label);
 		}
+	}
+}
+
+/* ARCHITECTURE.md's recipe for a CM attribute, where a table can say it:
+ * its id maps to its index, and it has its codec name, the same stable
+ * name in the hand-off (its tx./rx. counters'), and its VM counters' name
+ * (the codec's in lower case). */
+UNIT_TEST("/relay-counters/cm-attributes", test_cm_attributes)
+{
+	unsigned n;
+	const HandoffWire *wire = handoff_wire_table(HANDOFF_ENUM_CM_ATTR, &n);
+
+	g_assert_cmpuint(n, ==, CM_IDX_COUNT);
+	for (int i = 0; i < CM_IDX_COUNT; i++) {
+		const char *name = cm_attr_index_name((CmAttrIndex)i);
+		g_autofree char *lower = g_ascii_strdown(name, -1);
+		g_autofree char *tx = g_strdup_printf("tx.%s", name);
+
+		g_assert_cmpstr(wire[i].name, ==, name);
+		g_assert_cmpstr(vm_cm_attr_name((CmAttrIndex)i), ==, lower);
+		g_assert_cmpint(counter_index(tx), ==, WORD(tx[i]));
+		if (i == CM_IDX_OTHER)
+			continue;
+		g_assert_cmpint(cm_attr_to_index((uint16_t)(CM_ATTR_REQ + i)), ==, i);
+		for (int j = 0; j < i; j++)
+			g_assert_cmpstr(cm_attr_index_name((CmAttrIndex)j), !=, name);
 	}
 }
 
