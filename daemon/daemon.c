@@ -613,6 +613,23 @@ Daemon *daemon_new(const DaemonConfig *cfg)
 	return d;
 }
 
+/* The listening sockets go: closed, and their files removed unless a
+ * successor takes them over (the fd store holds them, bound). */
+static void daemon_close_sockets(Daemon *d)
+{
+	int *fds[] = { &d->listen_fd, &d->control_fd, &d->control_copy };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(fds); i++)
+		if (*fds[i] >= 0)
+			close(fd_steal(fds[i]));
+	if (d->socket_bound && !d->handing_off)
+		(void)unlink(d->socket_path);
+	if (d->control_bound && !d->handing_off)
+		(void)unlink(d->control_path);
+	g_clear_pointer(&d->socket_path, g_free);
+	g_clear_pointer(&d->control_path, g_free);
+}
+
 void daemon_free(Daemon *d)
 {
 	if (!d)
@@ -627,23 +644,10 @@ void daemon_free(Daemon *d)
 	/* The relay's clients point into the VMs' table: the relay first. */
 	relay_free(d->relay);
 	vm_host_free(d->vms);
-	if (d->listen_fd >= 0)
-		close(d->listen_fd);
-	if (d->control_fd >= 0)
-		close(d->control_fd);
-	if (d->control_copy >= 0)
-		close(d->control_copy);
-	/* Handing off, the sockets stay for the successor (the fd store
-	 * holds them, bound). */
-	if (d->socket_bound && !d->handing_off)
-		(void)unlink(d->socket_path);
-	if (d->control_bound && !d->handing_off)
-		(void)unlink(d->control_path);
+	daemon_close_sockets(d);
 	close_fd_values(d->stored);
 	g_hash_table_destroy(d->stored);
 	sd_event_unref(d->event);
-	g_free(d->socket_path);
-	g_free(d->control_path);
 	g_free(d);
 }
 

@@ -270,6 +270,30 @@ static int first_daemon(Fixture *f)
 	return fd;
 }
 
+/* first_daemon(), stopped by SIGTERM's work, and a successor started
+ * from what the store then holds but the fds named in @missing (NULL or
+ * NULL-terminated). Return: the first daemon's client's socket. */
+static int restart_from_store(Fixture *f, const char *const *missing)
+{
+	int fd = first_daemon(f);
+
+	finish(f, daemon_stop);
+	take_store(f);
+	for (; missing && *missing; missing++)
+		drop_passed(f, *missing);
+	start(f, true);
+	return fd;
+}
+
+/* A new client on the main socket gets @gid. */
+static void new_client_registers(Fixture *f, const char *gid)
+{
+	int fd = connect_client(f);
+
+	g_assert_cmpint(request(f, fd, RDMACM_MUX_OP_CODE_REG, gid), ==, 0);
+	close(fd);
+}
+
 UNIT_FIXTURE_TEST("/daemon/empty-store", NULL, fixture_setup, test_empty_store)
 {
 	int fd;
@@ -287,13 +311,9 @@ UNIT_FIXTURE_TEST("/daemon/full-store", NULL, fixture_setup, test_full_store)
 	int fd, umad;
 	(void)data;
 
-	fd = first_daemon(f);
-	finish(f, daemon_stop);
-	take_store(f);
+	fd = restart_from_store(f, NULL);
 	umad = supervisor_stored_fd(f->sup, "umad.1.0.fake0");
 	g_assert_cmpint(umad, >=, 0);
-
-	start(f, true);
 	g_assert_true(same_eventfd(umad, relay_port(daemon_get_relay(f->d))->fd));
 	g_assert_cmpuint(relay_client_count(daemon_get_relay(f->d)), ==, 1);
 	g_assert_cmpuint(relay_gid_count(daemon_get_relay(f->d)), ==, 1);
@@ -311,24 +331,15 @@ UNIT_FIXTURE_TEST("/daemon/full-store", NULL, fixture_setup, test_full_store)
  * the port and the main socket are taken over all the same. */
 UNIT_FIXTURE_TEST("/daemon/partial-store-no-state", NULL, fixture_setup, test_partial_no_state)
 {
-	int fd, other;
+	int fd = restart_from_store(f, (const char *const[]){ "state", "sessions", NULL });
 	(void)data;
 
-	fd = first_daemon(f);
-	finish(f, daemon_stop);
-	take_store(f);
-	drop_passed(f, "state");
-	drop_passed(f, "sessions");
-
-	start(f, true);
 	g_assert_true(hung_up(f, fd));
 	g_assert_cmpuint(relay_client_count(daemon_get_relay(f->d)), ==, 0);
 	g_assert_cmpuint(supervisor_stored(f->sup, "client."), ==, 0);
 	g_assert_cmpint(supervisor_stored_fd(f->sup, "state"), >=, 0);
 	/* The GID is free again, for a new client on the main socket. */
-	other = connect_client(f);
-	g_assert_cmpint(request(f, other, RDMACM_MUX_OP_CODE_REG, "::ffff:10.0.1.1"), ==, 0);
-	close(other);
+	new_client_registers(f, "::ffff:10.0.1.1");
 	close(fd);
 }
 
@@ -337,21 +348,13 @@ UNIT_FIXTURE_TEST("/daemon/partial-store-no-state", NULL, fixture_setup, test_pa
 UNIT_FIXTURE_TEST("/daemon/partial-store-no-client", NULL, fixture_setup,
 		  test_partial_no_client)
 {
-	int fd, other;
+	int fd = restart_from_store(f, (const char *const[]){ "client.1", NULL });
 	(void)data;
 
-	fd = first_daemon(f);
-	finish(f, daemon_stop);
-	take_store(f);
-	drop_passed(f, "client.1");
-
-	start(f, true);
 	g_assert_cmpuint(relay_client_count(daemon_get_relay(f->d)), ==, 0);
 	g_assert_cmpuint(relay_gid_count(daemon_get_relay(f->d)), ==, 0);
 	g_assert_cmpuint(relay_counters(daemon_get_relay(f->d))->reg_ok, ==, 1);
-	other = connect_client(f);
-	g_assert_cmpint(request(f, other, RDMACM_MUX_OP_CODE_REG, "::ffff:10.0.1.1"), ==, 0);
-	close(other);
+	new_client_registers(f, "::ffff:10.0.1.1");
 	close(fd);
 }
 

@@ -403,14 +403,10 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	RelayConfig cfg;
 	(void)data;
 
-	relay_config_init(&cfg);
-	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 4, cfg.max_queued = 4;
+	relay_driver_config(&cfg, 8, 4, 4, 4);
 	cfg.max_pending = 16, cfg.max_bad_frames = 4, cfg.max_half_open = 4;
 	cfg.max_half_open_per_peer = 4, cfg.max_total_half_open = 16;
 	cfg.max_total_sessions = 64, cfg.max_clients_per_uid = 8;
-	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
-	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
-	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
 
 	f->sysfs = unit_test_fake_sysfs("metrics-XXXXXX", "fake0", gids);
 	g_assert_cmpint(relay_driver_new_fake(&cfg, NULL, NULL, &f->event, &f->relay), ==, 0);

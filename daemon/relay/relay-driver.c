@@ -169,6 +169,19 @@ int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, un
 	return e;
 }
 
+void relay_driver_config(RelayConfig *cfg, uint32_t max_clients, uint32_t max_gids,
+			 uint32_t max_sessions, uint32_t max_queued)
+{
+	relay_config_init(cfg);
+	cfg->max_clients = max_clients;
+	cfg->max_gids = max_gids;
+	cfg->max_sessions = max_sessions;
+	cfg->max_queued = max_queued;
+	cfg->timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
+	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
+	cfg->timeouts_ms[SESSION_TIMER_SIDR] = 500;
+}
+
 int relay_driver_new_fake(const RelayConfig *cfg, UmadPortFakeSendFn send, void *userdata,
 			  sd_event **ret_event, Relay **ret)
 {

@@ -27,6 +27,15 @@
 int relay_driver_new(sd_event *event, UmadPort *port, const RelayConfig *cfg, unsigned senders,
 		     Relay **ret);
 
+/*
+ * The configuration of a small relay for tests: relay_config_init() with
+ * @max_clients clients of @max_gids GIDs and @max_sessions sessions each,
+ * @max_queued inbound MADs queued per client, and short session timers (1 s
+ * handshake, 2 s closing, 0.5 s SIDR).
+ */
+void relay_driver_config(RelayConfig *cfg, uint32_t max_clients, uint32_t max_gids,
+			 uint32_t max_sessions, uint32_t max_queued);
+
 /**
  * relay_driver_new_fake() - the unit tests' relay: relay_driver_new() with
  * two stand-in senders, on a new event loop (*@ret_event) and a fake port

@@ -19,16 +19,23 @@ struct RelayGuard {
 	sd_event_source *timer;
 };
 
+/* Stop waiting. Return: whether the guard was waiting. */
+static bool relay_guard_stop_waiting(RelayGuard *g)
+{
+	bool waiting = g->post || g->timer;
+
+	g->post = sd_event_source_disable_unref(g->post);
+	g->timer = sd_event_source_disable_unref(g->timer);
+	return waiting;
+}
+
 void relay_guard_settle(RelayGuard *g, const char *how)
 {
 	if (!g)
 		return;
 	handoff_state_guard_set_starts(g->state, 0);
-	if (!g->post && !g->timer)
-		return;
-	g->post = sd_event_source_disable_unref(g->post);
-	g->timer = sd_event_source_disable_unref(g->timer);
-	log_debug("the state taken over at start has settled (%s)", how);
+	if (relay_guard_stop_waiting(g))
+		log_debug("the state taken over at start has settled (%s)", how);
 }
 
 /* After each dispatch until settled: has the daemon done work with the
@@ -79,9 +86,7 @@ RelayGuard *relay_guard_new(sd_event *event, HandoffState *state, RelayGuardProg
 
 void relay_guard_free(RelayGuard *g)
 {
-	if (!g)
-		return;
-	sd_event_source_disable_unref(g->post);
-	sd_event_source_disable_unref(g->timer);
+	if (g)
+		(void)relay_guard_stop_waiting(g);
 	g_free(g);
 }

@@ -58,11 +58,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	RelayConfig cfg;
 	(void)data;
 
-	relay_config_init(&cfg);
-	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 4, cfg.max_queued = 4;
-	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
-	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
-	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
+	relay_driver_config(&cfg, 8, 4, 4, 4);
 
 	memset(f, 0, sizeof(*f));
 	f->sysfs = unit_test_fake_sysfs("relay-driver-XXXXXX", "fake0", gids);

@@ -109,8 +109,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	RelayConfig cfg;
 	(void)data;
 
-	relay_config_init(&cfg);
-	cfg.max_clients = 8, cfg.max_gids = 4, cfg.max_sessions = 16, cfg.max_queued = 8;
+	relay_driver_config(&cfg, 8, 4, 16, 8);
 	cfg.max_pending = 16, cfg.max_slow_sends = MAX_SLOW_SENDS, cfg.send_fail_ms = 500;
 	for (int i = SESSION_TIMER_NONE + 1; i < SESSION_TIMER_COUNT; i++)
 		cfg.timeouts_ms[i] = 60000;

@@ -43,11 +43,7 @@ static void fixture_setup(Fixture *f, gconstpointer data)
 	RelayConfig cfg;
 	(void)data;
 
-	relay_config_init(&cfg);
-	cfg.max_clients = 4, cfg.max_gids = 2, cfg.max_sessions = 1, cfg.max_queued = 2;
-	cfg.timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
-	cfg.timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
-	cfg.timeouts_ms[SESSION_TIMER_SIDR] = 500;
+	relay_driver_config(&cfg, 4, 2, 1, 2);
 
 	memset(f, 0, sizeof(*f));
 	/* no MAD this file sends needs to be seen */

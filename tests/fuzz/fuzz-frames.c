@@ -107,13 +107,10 @@ static void request(Ctx *x, uint32_t id, const struct rdmacm_mux_msg *m)
 /* Small limits, every budget the sessions' own, no register timeout. */
 static void configure(RelayConfig *cfg)
 {
-	cfg->max_clients = MAX_CLIENTS, cfg->max_gids = 4, cfg->max_queued = 4;
-	cfg->max_sessions = cfg->max_half_open = cfg->max_half_open_per_peer = 8;
+	relay_driver_config(cfg, MAX_CLIENTS, 4, 8, 4);
+	cfg->max_half_open = cfg->max_half_open_per_peer = 8;
 	cfg->max_total_sessions = cfg->max_total_half_open = UINT32_MAX;
 	cfg->register_timeout_ms = 0;
-	cfg->timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
-	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 2000;
-	cfg->timeouts_ms[SESSION_TIMER_SIDR] = 500;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

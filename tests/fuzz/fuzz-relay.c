@@ -1169,15 +1169,13 @@ static void finish(Fuzz *f)
  * budget, and no register timeout. */
 static void configure(RelayConfig *cfg)
 {
-	cfg->max_clients = MAX_CLIENTS, cfg->max_gids = MAX_GIDS, cfg->max_queued = MAX_QUEUED;
-	cfg->max_sessions = cfg->max_half_open = cfg->max_half_open_per_peer = MAX_SESSIONS;
+	relay_driver_config(cfg, MAX_CLIENTS, MAX_GIDS, MAX_SESSIONS, MAX_QUEUED);
+	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 4000;
+	cfg->max_half_open = cfg->max_half_open_per_peer = MAX_SESSIONS;
 	cfg->max_pending = MAX_PENDING, cfg->max_bad_frames = MAX_BAD;
 	cfg->max_total_sessions = MAX_TOTAL_SESSIONS;
 	cfg->max_total_half_open = MAX_TOTAL_HALF_OPEN;
 	cfg->register_timeout_ms = 0;
-	cfg->timeouts_ms[SESSION_TIMER_HANDSHAKE] = 1000;
-	cfg->timeouts_ms[SESSION_TIMER_CLOSING] = 4000;
-	cfg->timeouts_ms[SESSION_TIMER_SIDR] = 500;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
