@@ -232,6 +232,10 @@ unsigned supervisor_stored(Supervisor *s, const char *prefix)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&s->lock);
+	/* What was sent before counts, however late the thread is on a
+	 * loaded machine. */
+	while (supervisor_receive(s))
+		;
 	for (guint i = 0; i < s->store->len; i++)
 		if (g_str_has_prefix(g_array_index(s->store, StoredFd, i).name, prefix))
 			n++;
@@ -244,6 +248,8 @@ int supervisor_stored_fd(Supervisor *s, const char *name)
 	int fd = -1;
 
 	pthread_mutex_lock(&s->lock);
+	while (supervisor_receive(s))
+		;
 	for (guint i = 0; i < s->store->len && fd < 0; i++)
 		if (strcmp(g_array_index(s->store, StoredFd, i).name, name) == 0)
 			fd = g_array_index(s->store, StoredFd, i).fd;

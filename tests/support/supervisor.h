@@ -22,7 +22,8 @@ const char *supervisor_notify_path(const Supervisor *s);
 unsigned supervisor_ready_count(Supervisor *s);
 /* Wait until more than @after READY=1 came. */
 bool supervisor_wait_ready(Supervisor *s, unsigned after, int timeout_ms);
-/* How many stored fds have a name starting with @prefix. */
+/* How many stored fds have a name starting with @prefix (every message
+ * sent so far taken in first, as for the two below). */
 unsigned supervisor_stored(Supervisor *s, const char *prefix);
 /* The store's fd named @name (still the store's), or -1. */
 int supervisor_stored_fd(Supervisor *s, const char *name);
